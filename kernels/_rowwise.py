@@ -21,6 +21,7 @@ reuses the compiled kernel of its plan.
 from __future__ import annotations
 
 import functools
+import math
 import os
 from dataclasses import dataclass
 from typing import Literal
@@ -153,16 +154,15 @@ def as_rows(t: torch.Tensor) -> torch.Tensor:
     """A ``[rows, width]`` view of ``t`` that keeps its row stride (no copy when the leading
     dimensions collapse into one stride, which covers slices like ``x[:, :width]``)."""
     width = t.shape[-1]
-    if t.dim() == 1:
-        return t.view(1, width)
+    rows = math.prod(t.shape[:-1])
     try:
-        return t.view(-1, width)
+        return t.view(rows, width)
     except RuntimeError:
         # Leading dimensions that no single stride describes (a permuted batch): one copy.
-        return t.reshape(-1, width)
+        return t.reshape(rows, width)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 

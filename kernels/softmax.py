@@ -48,7 +48,7 @@ def _fwd_block(
     shift = safe_shift(tl.max(x, axis=1))
     e = tl.exp(x - shift[:, None])
     total = tl.sum(e, axis=1)
-    inv = tl.where(total > 0, 1.0 / total, 0.0)  # an all -inf row has total 0: write zeros
+    inv = 1.0 / tl.where(total > 0, total, float("inf"))  # all -inf row: total 0, write zeros
     y = e * inv[:, None]
     tl.store(y_ptr + rows[:, None] * y_stride + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
 
@@ -78,7 +78,7 @@ def _fwd_looped(
         s = s * tl.exp(m - shift) + tl.sum(tl.exp(x - shift), axis=0)
         m = m_new
     shift = safe_shift(m)
-    inv = tl.where(s > 0, 1.0 / s, 0.0)
+    inv = 1.0 / tl.where(s > 0, s, float("inf"))
     for i in tl.range(0, NCHUNK):
         idx = (NCHUNK - 1 - i) * BLOCK + cols
         x = tl.load(x_row + idx, mask=idx < WIDTH, other=float("-inf"), eviction_policy="evict_first")
@@ -121,7 +121,7 @@ def _fwd_split_write(
     m = tl.max(m_c, axis=0)
     shift = safe_shift(m)
     s = tl.sum(s_c * tl.exp(m_c - shift), axis=0)
-    inv = tl.where(s > 0, 1.0 / s, 0.0)
+    inv = 1.0 / tl.where(s > 0, s, float("inf"))
     idx = chunk * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + row * x_stride + idx, mask=idx < WIDTH, other=float("-inf"), eviction_policy="evict_first")
     y = tl.exp(x.to(tl.float32) - shift) * inv
@@ -277,7 +277,7 @@ def _(x: torch.Tensor, plan: str | None) -> torch.Tensor:
 
 @torch.library.custom_op("labnotes::softmax_backward", mutates_args=())
 def _softmax_backward_op(y: torch.Tensor, dy: torch.Tensor, plan: str | None) -> torch.Tensor:
-    y2d = y.view(-1, y.shape[-1])  # y is the op's own contiguous output
+    y2d = as_rows(y)  # the op's own contiguous output: a view
     dy2d = as_rows(dy if dy.stride(-1) == 1 else dy.contiguous())
     dx = torch.empty(y.shape, device=y.device, dtype=y.dtype)
     backward_rows(y2d, dy2d, dx.view(y2d.shape), plan_for(y2d, plan))

@@ -1,0 +1,1 @@
+"""The measuring side: timers, environment capture, studies, and ``python -m bench``."""

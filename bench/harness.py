@@ -1,0 +1,221 @@
+"""Runs a study: check every variant, then time them interleaved, case by case.
+
+For each case the harness
+1. builds every variant; one that refuses records its reason;
+2. runs each on fresh random inputs into a NaN-poisoned allocator and compares against a
+   float64 reference; one that fails keeps its error and the numbers that failed it;
+3. for each L2 mode, captures a timer per surviving variant, then takes ``rounds`` samples
+   of each in shuffled order, so a burst of outside load spoils a few samples of every
+   variant rather than all samples of one;
+4. hands the case to the writer, which puts it on disk before the next case starts.
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+
+from bench.studies import Params, Refused, Step, Study, Tensors
+
+
+@dataclass
+class Options:
+    quick: bool = False
+    rounds: int = 30
+    target_ms: float = 1.0
+    l2_modes: tuple[str, ...] = ("warm", "cold")
+    only: str | None = None
+    seed: int = 0
+
+    def describe(self) -> dict[str, Any]:
+        return {"rounds": self.rounds, "target_sample_ms": self.target_ms, "seed": self.seed, "quick": self.quick}
+
+
+class Timer(Protocol):
+    timer: str
+    calls: int
+
+    def sample_us(self) -> float: ...
+    def release(self) -> None: ...
+
+
+class Backend(Protocol):
+    device: torch.device
+    l2_bytes: int
+
+    def make_timer(self, fn: Callable[[], object], l2: str, target_ms: float) -> Timer: ...
+    def before_case(self) -> None: ...
+    def after_round(self) -> None: ...
+    def poison(self, nbytes: int) -> None: ...
+    def cleanup(self) -> None: ...
+
+
+@dataclass
+class VariantRecord:
+    meta: dict[str, Any]
+    error: str | None = None
+    check: dict[str, Any] | None = None
+    samples_us: list[float] = field(default_factory=list)
+    timer: str | None = None
+    calls_per_sample: int | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "samples_us": [round(s, 4) for s in self.samples_us],
+            "error": self.error,
+            "check": self.check,
+            "timer": self.timer,
+            "calls_per_sample": self.calls_per_sample,
+            "meta": self.meta,
+        }
+
+
+def describe_error(exc: BaseException) -> str:
+    """One readable line: the exception type and the first line of its message."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    origin = f" (at {where.name})" if where is not None else ""
+    return f"{type(exc).__name__}: {text[:400]}{origin}"
+
+
+def compare(outs: tuple[torch.Tensor, ...], refs: tuple[torch.Tensor, ...], tol: float) -> dict[str, Any]:
+    """Relative L2 error of each output against its float64 reference; NaN never passes."""
+    rel, max_abs, finite = [], [], True
+    for out, ref in zip(outs, refs, strict=True):
+        o = out.detach().double()
+        finite = finite and bool(torch.isfinite(o).all())
+        diff = torch.nan_to_num(o - ref, nan=float("inf"))
+        rel.append(float(torch.linalg.vector_norm(diff) / torch.linalg.vector_norm(ref).clamp_min(1e-300)))
+        max_abs.append(float(diff.abs().max()) if diff.numel() else 0.0)
+    passed = finite and all(r <= tol for r in rel)
+    return {"rel_l2": rel, "max_abs": max_abs, "tolerance": tol, "finite": finite, "passed": passed}
+
+
+def _check(study: Study, case: Params, step: Step, inputs: Tensors, refs: tuple[torch.Tensor, ...],
+           backend: Backend) -> dict[str, Any]:
+    out_bytes = sum(t.numel() * t.element_size() for t in inputs.values())
+    backend.poison(2 * out_bytes)  # outputs allocated next land in NaN-filled memory
+    outs = step(inputs)
+    return compare(outs, refs, study.tolerance(case))
+
+
+def measure_case(study: Study, case: Params, index: int, backend: Backend, opts: Options) -> list[dict[str, Any]]:
+    """Check and time every variant of one case; returns one entry per L2 mode."""
+    gen = torch.Generator(device=backend.device).manual_seed(opts.seed * 100_003 + index)
+    variants = study.variants(case)
+    base = {v.name: VariantRecord(meta=_safe_meta(v, case)) for v in variants}
+    steps: dict[str, Step] = {}
+
+    check_inputs = study.inputs(case, backend.device, gen)
+    refs = study.reference(case, check_inputs)
+    for v in variants:
+        rec = base[v.name]
+        try:
+            step = v.build(case)
+            rec.check = _check(study, case, step, check_inputs, refs, backend)
+            if rec.check["passed"]:
+                steps[v.name] = step
+            else:
+                rec.error = (
+                    f"check failed: relative L2 error {max(rec.check['rel_l2']):.3g} "
+                    f"(tolerance {rec.check['tolerance']:.0e}, finite={rec.check['finite']})"
+                )
+        except Refused as exc:
+            rec.error = f"refused: {exc}"
+        except Exception as exc:
+            rec.error = describe_error(exc)
+    del check_inputs, refs
+    backend.cleanup()
+
+    timed = study.inputs(case, backend.device, gen)  # fresh draw: not the checked inputs
+    traffic_bytes, flops = study.traffic(case)
+    entries = []
+    for l2 in opts.l2_modes:
+        recs = {name: VariantRecord(meta=r.meta, error=r.error, check=r.check) for name, r in base.items()}
+        backend.before_case()
+        timers: dict[str, Timer] = {}
+        for name, step in steps.items():
+            try:
+                timers[name] = backend.make_timer(lambda step=step: step(timed), l2, opts.target_ms)
+                recs[name].timer, recs[name].calls_per_sample = timers[name].timer, timers[name].calls
+            except Exception as exc:
+                recs[name].error = f"timing failed: {describe_error(exc)}"
+        rng = random.Random(f"{opts.seed}:{index}:{l2}")
+        for _ in range(opts.rounds):
+            order = list(timers)
+            rng.shuffle(order)
+            for name in order:
+                recs[name].samples_us.append(timers[name].sample_us())
+            backend.after_round()
+        for t in timers.values():
+            t.release()
+        entries.append({
+            "id": f"{study.case_id(case)}/{l2}",
+            "case": {**case, "l2": l2},
+            "bytes": traffic_bytes,
+            "flops": flops,
+            "variants": {name: rec.as_json() for name, rec in recs.items()},
+        })
+    backend.cleanup()
+    return entries
+
+
+def _safe_meta(v: Any, case: Params) -> dict[str, Any]:
+    try:
+        return dict(v.meta(case))
+    except Exception as exc:
+        return {"meta_error": describe_error(exc)}
+
+
+def select_cases(study: Study, opts: Options) -> list[Params]:
+    cases = study.cases(opts.quick)
+    if opts.only:
+        cases = [c for c in cases if opts.only in study.case_id(c)]
+    return cases
+
+
+def _median(xs: list[float]) -> float:
+    return sorted(xs)[len(xs) // 2]
+
+
+class Progress:
+    """One line per finished case on stderr: what ran, how long, what is left."""
+
+    def __init__(self, total: int, stream: Any) -> None:
+        self.total, self.stream, self.t0 = total, stream, time.monotonic()
+
+    def case_done(self, done: int, entries: list[dict[str, Any]]) -> None:
+        elapsed = time.monotonic() - self.t0
+        eta = elapsed / done * (self.total - done)
+        parts = []
+        for e in entries:
+            med = {n: _median(v["samples_us"]) for n, v in e["variants"].items() if v["samples_us"]}
+            refused = [n for n, v in e["variants"].items() if v["error"]]
+            line = " ".join(f"{n}={t:.1f}" for n, t in sorted(med.items(), key=lambda kv: kv[1]))
+            parts.append(f"  {e['id']:<34} µs: {line}" + (f"  [errors: {', '.join(refused)}]" if refused else ""))
+        print(f"[{done}/{self.total}] {elapsed:6.0f}s elapsed, ~{eta:4.0f}s left", file=self.stream)
+        print("\n".join(parts), file=self.stream, flush=True)
+
+
+def run_study(study: Study, backend: Backend, writer: Any, opts: Options, stream: Any) -> None:
+    """Measure every selected case; the writer saves each before the next one starts."""
+    cases = select_cases(study, opts)
+    progress = Progress(len(cases), stream)
+    try:
+        for i, case in enumerate(cases):
+            entries = measure_case(study, case, i, backend, opts)
+            for entry in entries:
+                writer.add_case(entry)
+            progress.case_done(i + 1, entries)
+            gc.collect()
+    except BaseException as exc:
+        writer.finish("interrupted", note=describe_error(exc))
+        raise
+    writer.finish("complete")

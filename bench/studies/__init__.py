@@ -1,0 +1,54 @@
+"""Studies: one module per case study, each declaring its cases, variants and reference.
+
+A study module exposes ``STUDY``, an object with the attributes of :class:`Study`.  The
+harness knows nothing about softmax or any other operator; it asks the study.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+
+Params = dict[str, Any]
+Tensors = dict[str, torch.Tensor]
+Step = Callable[[Tensors], tuple[torch.Tensor, ...]]
+
+STUDIES = ("softmax",)
+
+
+class Refused(Exception):
+    """A variant declines a case (a library limit, a missing package): recorded, not timed."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One implementation a reader could choose.  ``build`` returns the callable that is
+    checked and timed for one case, or raises :class:`Refused`."""
+
+    name: str
+    label: str
+    build: Callable[[Params], Step]
+    meta: Callable[[Params], dict[str, Any]] = field(default=lambda p: {})
+
+
+class Study(Protocol):
+    name: str
+    directions: tuple[str, ...]
+
+    def cases(self, quick: bool) -> list[Params]: ...
+    def variants(self, case: Params) -> list[Variant]: ...
+    def inputs(self, case: Params, device: torch.device, gen: torch.Generator) -> Tensors: ...
+    def reference(self, case: Params, inputs: Tensors) -> tuple[torch.Tensor, ...]: ...
+    def traffic(self, case: Params) -> tuple[int, int]: ...
+    def tolerance(self, case: Params) -> float: ...
+    def case_id(self, case: Params) -> str: ...
+
+
+def load(name: str) -> Study:
+    if name not in STUDIES:
+        raise SystemExit(f"unknown study {name!r}; known: {', '.join(STUDIES)}")
+    return importlib.import_module(f"bench.studies.{name}").STUDY
