@@ -70,6 +70,9 @@ def _eager_composition(x: torch.Tensor) -> torch.Tensor:
 
 
 def _compiled(case: Params) -> Step:
+    # Dynamo caches compiled code per code object and silently falls back to eager past its
+    # recompile limit; every case compiles afresh so none of them runs uncompiled.
+    torch._dynamo.reset()
     fn = torch.compile(lambda x: torch.softmax(x, dim=-1), dynamic=False, fullgraph=True)
     return _apply(fn, case)
 

@@ -1,0 +1,179 @@
+"""The measuring harness on CPU: checks, refusals, errors, incremental and atomic writes.
+
+The host backend times with the host clock (labelled so, and refused by the site); what is
+tested here is everything around the timer."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from bench import harness
+from bench.backends import HostBackend
+from bench.runfile import RunWriter, make_run_id, utc_now
+from bench.studies import Refused, Variant
+from bench.studies.softmax import STUDY as SOFTMAX
+from publish.schema import RunFileError, validate_run
+
+
+class ToyStudy:
+    """Doubling a vector, with one honest variant and three that go wrong."""
+
+    name = "toy"
+    directions = ("fwd",)
+
+    def __init__(self, n_cases: int = 3, interrupt_at: int | None = None) -> None:
+        self.n_cases, self.interrupt_at = n_cases, interrupt_at
+
+    def cases(self, quick: bool) -> list[dict]:
+        return [{"op": "double", "direction": "fwd", "dtype": "fp32", "n": 10 + i} for i in range(self.n_cases)]
+
+    def case_id(self, case: dict) -> str:
+        return f"fwd/fp32/{case['n']}"
+
+    def variants(self, case: dict) -> list[Variant]:
+        def good(c):
+            if self.interrupt_at is not None and c["n"] == 10 + self.interrupt_at:
+                raise KeyboardInterrupt
+            return lambda t: (t["x"] * 2,)
+
+        def refuses(c):
+            raise Refused("toy library refuses every case")
+
+        def wrong(c):
+            return lambda t: (t["x"] * 2 + 1,)
+
+        def crashes(c):
+            def step(t):
+                raise RuntimeError("boom: out of resources\nsecond line")
+
+            return step
+
+        return [
+            Variant("good", "good", good, lambda c: {"plan": "x2"}),
+            Variant("refuses", "refuses", refuses),
+            Variant("wrong", "wrong", wrong),
+            Variant("crashes", "crashes", crashes),
+        ]
+
+    def inputs(self, case, device, gen):
+        return {"x": torch.randn(case["n"], generator=gen, device=device)}
+
+    def reference(self, case, inputs):
+        return (inputs["x"].double() * 2,)
+
+    def traffic(self, case):
+        return 8 * case["n"], case["n"]
+
+    def tolerance(self, case):
+        return 1e-6
+
+
+def header(study: str = "toy") -> dict:
+    started = utc_now()
+    return {
+        "run_id": make_run_id(study, started, "0123456789abcdef", quick=True),
+        "study": study,
+        "started_at": started,
+        "command": "python -m bench run toy",
+        "code": {"commit": "0123456789abcdef", "dirty": False},
+        "env": {
+            "gpu": {"name": "host", "sm_count": 1, "l2_bytes": 0},
+            "driver": None, "cuda": None, "torch": torch.__version__, "triton": None, "python": "3",
+            "before": {"sm_clock_mhz": None, "utilization_pct": None},
+            "peaks": {"copy_GBps": 1.0, "mm_bf16_TFLOPs": 1.0},
+        },
+        "method": {**HostBackend().method(), "rounds": 3},
+    }
+
+
+def run(tmp_path: Path, study, opts: harness.Options) -> Path:
+    writer = RunWriter(tmp_path, header(study.name), allow_host_timer=True)
+    harness.run_study(study, HostBackend(), writer, opts, io.StringIO())
+    return writer.path
+
+
+def test_every_variant_keeps_an_entry_with_its_reason(tmp_path) -> None:
+    path = run(tmp_path, ToyStudy(), harness.Options(rounds=3))
+    doc = json.loads(path.read_text())
+    validate_run(doc, str(path), allow_host_timer=True)
+    assert doc["status"] == "complete"
+    assert [c["id"] for c in doc["cases"]] == [f"fwd/fp32/{n}/{m}" for n in (10, 11, 12) for m in ("warm", "cold")]
+    v = doc["cases"][0]["variants"]
+    assert len(v["good"]["samples_us"]) == 3 and v["good"]["error"] is None and v["good"]["check"]["passed"]
+    assert v["good"]["meta"] == {"plan": "x2"}
+    assert v["refuses"]["error"] == "refused: toy library refuses every case" and v["refuses"]["samples_us"] == []
+    assert v["wrong"]["error"].startswith("check failed: relative L2 error")
+    assert v["wrong"]["check"]["passed"] is False and v["wrong"]["samples_us"] == []
+    assert v["crashes"]["error"].startswith("RuntimeError: boom: out of resources (at step)")
+
+
+def test_interrupted_sweep_keeps_finished_cases(tmp_path) -> None:
+    writer = RunWriter(tmp_path, header(), allow_host_timer=True)
+    with pytest.raises(KeyboardInterrupt):
+        harness.run_study(ToyStudy(interrupt_at=2), HostBackend(), writer, harness.Options(rounds=2), io.StringIO())
+    doc = json.loads(writer.path.read_text())
+    assert doc["status"] == "interrupted"
+    assert len(doc["cases"]) == 4  # cases 10 and 11, warm and cold
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_writer_refuses_to_overwrite_and_to_write_bad_data(tmp_path) -> None:
+    h = header()
+    RunWriter(tmp_path, h, allow_host_timer=True)
+    with pytest.raises(FileExistsError):
+        RunWriter(tmp_path, h, allow_host_timer=True)
+    bad = header()
+    bad["run_id"] += "-2"
+    writer = RunWriter(tmp_path, bad, allow_host_timer=True)
+    entry = {"id": "a", "case": {"op": "x", "direction": "fwd", "dtype": "fp32", "l2": "warm"}, "bytes": 1,
+             "flops": 1, "variants": {"v": {"samples_us": [float("nan")], "error": None, "check": None,
+                                            "timer": "host-clock", "meta": {}}}}
+    with pytest.raises(RunFileError, match=r"cases\[0\]\.variants\.v\.samples_us\[0\]"):
+        writer.add_case(entry)
+    assert json.loads(writer.path.read_text())["cases"] == []  # the file on disk is untouched
+
+
+def test_progress_reports_each_case() -> None:
+    out = io.StringIO()
+    study = ToyStudy(n_cases=1)
+    entries = harness.measure_case(study, study.cases(False)[0], 0, HostBackend(), harness.Options(rounds=2))
+    harness.Progress(1, out).case_done(1, entries)
+    text = out.getvalue()
+    assert "[1/1]" in text and "fwd/fp32/10/warm" in text and "good=" in text and "errors: refuses" in text
+
+
+def test_softmax_study_declares_peers_and_checks_them() -> None:
+    case = {"op": "softmax", "direction": "fwd+bwd", "dtype": "bf16", "rows": 3, "cols": 40}
+    names = [v.name for v in SOFTMAX.variants(case)]
+    assert names == ["triton", "torch", "eager", "compile", "liger"]
+    wide = {**case, "rows": 4, "cols": 200000}
+    assert [v.name for v in SOFTMAX.variants(wide)][:3] == ["triton", "triton-looped", "triton-split"]
+    # Run the cheap variants end to end on CPU; compile and Liger are GPU business.
+    study = SOFTMAX
+
+    class Cheap:
+        def __getattr__(self, name):
+            return getattr(study, name)
+
+        def variants(self, c):
+            return [v for v in study.variants(c) if v.name in ("triton", "torch", "eager")]
+
+    entries = harness.measure_case(Cheap(), case, 0, HostBackend(), harness.Options(rounds=2, l2_modes=("warm",)))
+    (entry,) = entries
+    assert entry["bytes"] == 5 * 3 * 40 * 2
+    for name in ("triton", "torch", "eager"):
+        v = entry["variants"][name]
+        assert v["error"] is None, v["error"]
+        assert v["check"]["passed"] and len(v["check"]["rel_l2"]) == 2  # y and dx
+    assert entry["variants"]["triton"]["meta"]["plan"] == "block"
+
+
+def test_counted_traffic_is_the_minimum() -> None:
+    fwd = {"op": "softmax", "direction": "fwd", "dtype": "fp16", "rows": 8, "cols": 16}
+    assert SOFTMAX.traffic(fwd)[0] == 2 * 8 * 16 * 2
+    assert SOFTMAX.traffic({**fwd, "direction": "fwd+bwd", "dtype": "fp32"})[0] == 5 * 8 * 16 * 4
