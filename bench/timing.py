@@ -108,7 +108,7 @@ class L2Flusher:
         self._out = torch.empty((), dtype=torch.float32, device=device)
 
     def __call__(self) -> None:
-        torch.sum(self._buf, out=self._out)
+        torch.sum(self._buf, dim=0, out=self._out)
 
 
 class Warmup:
