@@ -23,25 +23,18 @@ from kernels.softmax import backward_rows, forward_rows
 
 
 def configs(rows: int, width: int) -> list[RowPlan]:
-    p2 = 1 << (width - 1).bit_length()
     out: list[RowPlan] = []
-    if p2 <= 32768:
-        packs = (1, 2, 4, 8, 16) if p2 <= 1024 else (1, 2) if p2 <= 4096 else (1,)
-        for nw in (4, 8, 16, 32):
-            for r in packs:
-                per_thread = p2 * r // (32 * nw)
-                if p2 * r <= 32768 and 4 <= per_thread <= 64:
-                    out.append(RowPlan("block", p2, nw, rows_per_program=r))
-    if width > 8192:
-        for chunk in (2048, 4096, 8192, 16384):
-            out.append(RowPlan("looped", chunk, warps_for(chunk)))
-            out.append(RowPlan("split", chunk, warps_for(chunk), chunks=-(-width // chunk)))
+    for chunk in (4096, 8192):
+        out.append(RowPlan("looped", chunk, warps_for(chunk)))
+    for chunk in (2048, 4096, 8192):
+        for one in (False, True):
+            out.append(RowPlan("split", chunk, warps_for(chunk), chunks=-(-width // chunk), one_launch=one))
     return out
 
 
-SHAPES = [(16384, 4096), (16384, 1024), (512, 4097), (32, 127), (8192, 32768), (4, 32769),
-          (64, 131072), (8, 1048576), (512, 32768)]
-BWD_SHAPES = {(16384, 4096), (8192, 32768), (64, 131072), (8, 1048576)}
+SHAPES = [(4, 32769), (64, 131072), (8, 1048576), (1, 1048576), (132, 32768), (264, 32768), (128, 131072),
+          (512, 16384)]
+BWD_SHAPES = {(4, 32769), (64, 131072), (8, 1048576), (264, 32768)}
 
 
 def main() -> int:

@@ -49,37 +49,47 @@ class RowPlan:
     num_warps: int
     rows_per_program: int = 1
     chunks: int = 1
+    one_launch: bool = False
 
-    def describe(self) -> dict[str, int | str]:
+    def describe(self) -> dict[str, int | str | bool]:
         return {
             "plan": self.kind,
             "block": self.block,
             "num_warps": self.num_warps,
             "rows_per_program": self.rows_per_program,
             "chunks": self.chunks,
+            "one_launch": self.one_launch,
         }
 
 
 @dataclass(frozen=True)
 class RowPolicy:
-    """An operator's thresholds for the planner.
+    """An operator's thresholds for the planner (the defaults are softmax's, measured on
+    an H200: notes/2026-11-29-tune-plans-2545267.log).
 
-    ``max_block_bytes``: widest row (in input bytes) kept whole in one program.
-    ``chunk``: elements per step of the looped and split plans.
+    ``max_block_bytes``: widest row (in input bytes) kept whole in one program; wider rows
+    held in registers cost occupancy more than the second read of looping costs.
+    ``chunk``: elements per step of the looped plan.
+    ``split_chunk``: elements per program of the split plan (halved for rows up to
+    ``narrow_split_width``, which have few chunks to spread).
     ``split_rows_per_sm``: split while ``rows < split_rows_per_sm * SMs`` (few rows cannot
     fill the GPU with one program each).
+    ``pack_elems``: narrow rows are packed into programs of up to this many elements, at
+    most ``max_rows_per_program`` rows.
     """
 
-    max_block_bytes: int = 64 * 1024
+    max_block_bytes: int = 32 * 1024
     chunk: int = 8192
     split_chunk: int = 4096
+    narrow_split_width: int = 65536
     split_rows_per_sm: float = 1.0
-    narrow_tile: int = 2048  # elements per program when packing narrow rows
+    pack_elems: int = 2048
+    max_rows_per_program: int = 4
 
 
 def warps_for(block_elems: int) -> int:
-    """Warps for a program that holds ``block_elems`` values: keep 8-32 values per thread."""
-    if block_elems <= 1024:
+    """Warps for a program that holds ``block_elems`` values at once (16-32 per thread)."""
+    if block_elems <= 2048:
         return 4
     if block_elems <= 8192:
         return 8
@@ -112,13 +122,27 @@ def plan_rows(
         kind = "looped"
 
     if kind == "block":
-        rows_per_program = max(1, min(16, policy.narrow_tile // whole))
+        rows_per_program = max(1, min(policy.max_rows_per_program, policy.pack_elems // whole))
         return RowPlan("block", whole, warps_for(whole * rows_per_program), rows_per_program)
     if kind == "looped":
         block = min(policy.chunk, whole)
         return RowPlan("looped", block, warps_for(block))
-    block = min(policy.split_chunk, whole)
-    return RowPlan("split", block, warps_for(block), chunks=triton.cdiv(width, block))
+    block = min(policy.split_chunk // (2 if width <= policy.narrow_split_width else 1), whole)
+    chunks = triton.cdiv(width, block)
+    return RowPlan("split", block, warps_for(block), chunks=chunks, one_launch=one_launch_split_ok(chunks, sm_count))
+
+
+def one_launch_split_ok(chunks: int, sm_count: int) -> bool:
+    """Whether a row's ``chunks`` programs may wait for each other inside one launch.
+
+    Programs take their (row, chunk) from an atomic ticket, so every row but the one being
+    handed out has all its programs resident or finished; only that last row waits, on at
+    most ``chunks - 1`` resident programs.  It cannot deadlock while those fit on the GPU
+    beside one more program: at two programs per SM (far below what these small programs
+    allow) that is ``chunks <= 2 * SMs``.  The interpreter runs programs one after another,
+    so a program waiting for another would wait forever: there, always two launches.
+    """
+    return not INTERPRETER and chunks <= 2 * sm_count
 
 
 # --------------------------------------------------------------------------- input checks

@@ -128,6 +128,43 @@ def _fwd_split_write(
     tl.store(y_ptr + row * y_stride + idx, y.to(y_ptr.dtype.element_ty), mask=idx < WIDTH)
 
 
+@triton.jit
+def _fwd_split_one_launch(
+    x_ptr, y_ptr, stats_ptr, sync_ptr, x_stride, y_stride,
+    WIDTH: tl.constexpr, BLOCK: tl.constexpr, CHUNKS: tl.constexpr, CHUNKS_P2: tl.constexpr,
+):
+    # The minimum traffic in one launch: each program reads its chunk once and keeps the
+    # exponentials in registers while the row's programs swap (max, sum) through global
+    # memory.  sync_ptr[0] hands out tickets in start order; sync_ptr[1 + row] counts the
+    # row's chunks that have published their statistics (see one_launch_split_ok).
+    ticket = tl.atomic_add(sync_ptr, 1)
+    row = (ticket // CHUNKS).to(tl.int64)
+    chunk = ticket % CHUNKS
+    idx = chunk * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * x_stride + idx, mask=idx < WIDTH, other=float("-inf")).to(tl.float32)
+    m = tl.max(x, axis=0)
+    shift = safe_shift(m)
+    e = tl.exp(x - shift)
+    slot = stats_ptr + (row * CHUNKS + chunk) * 2
+    tl.store(slot, m)
+    tl.store(slot + 1, tl.sum(e, axis=0))
+    tl.debug_barrier()  # the stores above happen before the release below
+    tl.atomic_add(sync_ptr + 1 + row, 1, sem="release")
+    arrived = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire")
+    while arrived < CHUNKS:
+        arrived = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire")
+    c = tl.arange(0, CHUNKS_P2)
+    slots = stats_ptr + (row * CHUNKS + c) * 2
+    m_c = tl.load(slots, mask=c < CHUNKS, other=float("-inf"), cache_modifier=".cg")
+    s_c = tl.load(slots + 1, mask=c < CHUNKS, other=0.0, cache_modifier=".cg")
+    row_shift = safe_shift(tl.max(m_c, axis=0))
+    total = tl.sum(s_c * tl.exp(m_c - row_shift), axis=0)
+    # Rescale this chunk's exponentials to the row's max: one exp per chunk, not per element.
+    # A chunk that saw only -inf has e == 0; give it scale 0 (exp(0 - row_shift) can overflow).
+    scale = tl.where(m == float("-inf"), 0.0, tl.exp(shift - row_shift)) / tl.where(total > 0, total, float("inf"))
+    tl.store(y_ptr + row * y_stride + idx, (e * scale).to(y_ptr.dtype.element_ty), mask=idx < WIDTH)
+
+
 # =============================================================================== backward
 # dx = y * (dy - sum(y * dy)): one reduction per row, then an elementwise write.
 
@@ -204,6 +241,31 @@ def _bwd_split_write(
     tl.store(dx_ptr + row * dx_stride + idx, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=ok)
 
 
+@triton.jit
+def _bwd_split_one_launch(
+    y_ptr, dy_ptr, dx_ptr, part_ptr, sync_ptr, y_stride, dy_stride, dx_stride,
+    WIDTH: tl.constexpr, BLOCK: tl.constexpr, CHUNKS: tl.constexpr, CHUNKS_P2: tl.constexpr,
+):
+    # As _fwd_split_one_launch: y and dy are read once and stay in registers while the
+    # row's partial dots are exchanged; they are summed in chunk order (deterministic).
+    ticket = tl.atomic_add(sync_ptr, 1)
+    row = (ticket // CHUNKS).to(tl.int64)
+    chunk = ticket % CHUNKS
+    idx = chunk * BLOCK + tl.arange(0, BLOCK)
+    ok = idx < WIDTH
+    y = tl.load(y_ptr + row * y_stride + idx, mask=ok, other=0.0).to(tl.float32)
+    dy = tl.load(dy_ptr + row * dy_stride + idx, mask=ok, other=0.0).to(tl.float32)
+    tl.store(part_ptr + row * CHUNKS + chunk, tl.sum(y * dy, axis=0))
+    tl.debug_barrier()
+    tl.atomic_add(sync_ptr + 1 + row, 1, sem="release")
+    arrived = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire")
+    while arrived < CHUNKS:
+        arrived = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire")
+    c = tl.arange(0, CHUNKS_P2)
+    dot = tl.sum(tl.load(part_ptr + row * CHUNKS + c, mask=c < CHUNKS, other=0.0, cache_modifier=".cg"), axis=0)
+    tl.store(dx_ptr + row * dx_stride + idx, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=ok)
+
+
 # =============================================================================== launchers
 
 
@@ -230,10 +292,15 @@ def forward_rows(x2d: torch.Tensor, y2d: torch.Tensor, plan: RowPlan) -> None:
     else:
         stats = torch.empty((n_rows, plan.chunks, 2), device=x2d.device, dtype=torch.float32)
         meta = dict(WIDTH=width, BLOCK=plan.block, CHUNKS=plan.chunks, num_warps=plan.num_warps)
+        p2 = triton.next_power_of_2(plan.chunks)
+        if plan.one_launch:
+            sync = torch.zeros(n_rows + 1, device=x2d.device, dtype=torch.int32)
+            _fwd_split_one_launch[(n_rows * plan.chunks,)](
+                x2d, y2d, stats, sync, x2d.stride(0), y2d.stride(0), CHUNKS_P2=p2, **meta
+            )
+            return
         _fwd_split_stats[(n_rows, plan.chunks)](x2d, stats, x2d.stride(0), **meta)
-        _fwd_split_write[(n_rows, plan.chunks)](
-            x2d, y2d, stats, x2d.stride(0), y2d.stride(0), CHUNKS_P2=triton.next_power_of_2(plan.chunks), **meta
-        )
+        _fwd_split_write[(n_rows, plan.chunks)](x2d, y2d, stats, x2d.stride(0), y2d.stride(0), CHUNKS_P2=p2, **meta)
 
 
 def backward_rows(y2d: torch.Tensor, dy2d: torch.Tensor, dx2d: torch.Tensor, plan: RowPlan) -> None:
@@ -253,10 +320,13 @@ def backward_rows(y2d: torch.Tensor, dy2d: torch.Tensor, dx2d: torch.Tensor, pla
     else:
         part = torch.empty((n_rows, plan.chunks), device=y2d.device, dtype=torch.float32)
         meta = dict(WIDTH=width, BLOCK=plan.block, CHUNKS=plan.chunks, num_warps=plan.num_warps)
+        p2 = triton.next_power_of_2(plan.chunks)
+        if plan.one_launch:
+            sync = torch.zeros(n_rows + 1, device=y2d.device, dtype=torch.int32)
+            _bwd_split_one_launch[(n_rows * plan.chunks,)](y2d, dy2d, dx2d, part, sync, *strides, CHUNKS_P2=p2, **meta)
+            return
         _bwd_split_dots[(n_rows, plan.chunks)](y2d, dy2d, part, strides[0], strides[1], **meta)
-        _bwd_split_write[(n_rows, plan.chunks)](
-            y2d, dy2d, dx2d, part, *strides, CHUNKS_P2=triton.next_power_of_2(plan.chunks), **meta
-        )
+        _bwd_split_write[(n_rows, plan.chunks)](y2d, dy2d, dx2d, part, *strides, CHUNKS_P2=p2, **meta)
 
 
 # =============================================================================== registered ops

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from tolerances import assert_close
@@ -11,17 +13,23 @@ from kernels.softmax import (
     _bwd_block,
     _bwd_looped,
     _bwd_split_dots,
+    _bwd_split_one_launch,
     _bwd_split_write,
     _fwd_block,
     _fwd_looped,
+    _fwd_split_one_launch,
     _fwd_split_stats,
     _fwd_split_write,
+    backward_rows,
+    forward_rows,
+    plan_for,
 )
 
 pytestmark = pytest.mark.gpu
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 KERNELS = [_fwd_block, _fwd_looped, _fwd_split_stats, _fwd_split_write,
-           _bwd_block, _bwd_looped, _bwd_split_dots, _bwd_split_write]
+           _bwd_block, _bwd_looped, _bwd_split_dots, _bwd_split_write,
+           _fwd_split_one_launch, _bwd_split_one_launch]
 
 
 def ref_softmax(x: torch.Tensor) -> torch.Tensor:
@@ -113,3 +121,30 @@ def test_registered_op_opcheck_on_gpu() -> None:
 
     for plan in (None, "looped", "split"):
         torch.library.opcheck(_softmax_op, (randn((33, 5000), torch.float32).requires_grad_(), plan))
+
+
+@pytest.mark.parametrize("one_launch", [True, False])
+@pytest.mark.parametrize("shape", [(4, 32769), (64, 131072), (8, 1048576), (130, 20000)])
+def test_split_one_and_two_launches_agree_and_repeat(shape, one_launch) -> None:
+    x = randn(shape, torch.bfloat16)
+    x[0, : shape[1] // 2] = float("-inf")
+    x[-1] = float("-inf")
+    plan = dataclasses.replace(plan_for(x, "split"), one_launch=one_launch)
+    y = torch.full_like(x, float("nan"))
+    forward_rows(x, y, plan)
+    assert_close(y, ref_softmax(x), torch.bfloat16)
+    dy = randn(shape, torch.bfloat16, 1.0)
+    dx = torch.full_like(x, float("nan"))
+    backward_rows(y, dy, dx, plan)
+    yd, dyd = y.double(), dy.double()
+    assert_close(dx, yd * (dyd - (yd * dyd).sum(-1, keepdim=True)), torch.bfloat16, "dx")
+    # A race between the row's programs would show as a result that changes between calls.
+    for _ in range(50):
+        y2, dx2 = torch.empty_like(y), torch.empty_like(dx)
+        forward_rows(x, y2, plan)
+        backward_rows(y, dy, dx2, plan)
+        assert torch.equal(y2, y) and torch.equal(dx2, dx)
+
+
+def test_planner_uses_one_launch_split_on_the_gpu() -> None:
+    assert plan_for(randn((64, 131072), torch.bfloat16)).one_launch
