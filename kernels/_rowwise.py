@@ -78,7 +78,7 @@ class RowPolicy:
     most ``max_rows_per_program`` rows.
     """
 
-    max_block_bytes: int = 32 * 1024
+    max_block_bytes: int = 16 * 1024
     chunk: int = 8192
     split_chunk: int = 4096
     narrow_split_width: int = 65536
@@ -129,7 +129,7 @@ def plan_rows(
         return RowPlan("looped", block, warps_for(block))
     block = min(policy.split_chunk // (2 if width <= policy.narrow_split_width else 1), whole)
     chunks = triton.cdiv(width, block)
-    return RowPlan("split", block, warps_for(block), chunks=chunks, one_launch=one_launch_split_ok(chunks, sm_count))
+    return RowPlan("split", block, warps_for(block), chunks=chunks)
 
 
 def one_launch_split_ok(chunks: int, sm_count: int) -> bool:

@@ -10,6 +10,7 @@ not from what any implementation moves.
 
 from __future__ import annotations
 
+import dataclasses
 from importlib import metadata
 from typing import Any
 
@@ -17,8 +18,8 @@ import torch
 
 import kernels
 from bench.studies import Params, Refused, Step, Tensors, Variant
-from kernels._rowwise import plan_rows
-from kernels.softmax import POLICY
+from kernels._rowwise import RowPlan, one_launch_split_ok, plan_rows
+from kernels.softmax import POLICY, backward_rows, forward_rows
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 # Row counts x widths: from launch-bound (32 x 127) through DRAM-bound (16384 x 4096,
@@ -57,6 +58,38 @@ def _ours(plan: str | None):  # type: ignore[no-untyped-def]
         ).describe()
 
     return build, meta
+
+
+def _one_launch_plan(case: Params) -> RowPlan:
+    size = torch.empty((), dtype=DTYPES[case["dtype"]]).element_size()
+    plan = plan_rows(case["rows"], case["cols"], size, _sms(), POLICY, "split")
+    if not one_launch_split_ok(plan.chunks, _sms()):
+        raise Refused(f"{plan.chunks} chunks per row could deadlock a one-launch split")
+    return dataclasses.replace(plan, one_launch=True)
+
+
+class _OneLaunchSplit(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, plan: RowPlan) -> torch.Tensor:  # type: ignore[override]
+        y = torch.empty_like(x)
+        forward_rows(x, y, plan)
+        ctx.save_for_backward(y)
+        ctx.plan = plan
+        return y
+
+    @staticmethod
+    def backward(ctx, dy: torch.Tensor):  # type: ignore[override]
+        (y,) = ctx.saved_tensors
+        dx = torch.empty_like(y)
+        backward_rows(y, dy.contiguous(), dx, ctx.plan)
+        return dx, None
+
+
+def _one_launch_split(case: Params) -> Step:
+    if not torch.cuda.is_available():
+        raise Refused("the one-launch split needs a GPU (its programs wait for each other)")
+    plan = _one_launch_plan(case)
+    return _apply(lambda x: _OneLaunchSplit.apply(x, plan), case)
 
 
 def _sms() -> int:
@@ -115,10 +148,13 @@ class SoftmaxStudy:
         auto = plan_rows(case["rows"], case["cols"], x_bytes, _sms(), POLICY, None)
         if auto.kind != "block":
             # Wide rows: time both multi-program plans, one of which repeats the planner's
-            # choice, so the page can show why it chose and how large the noise is.
+            # choice, so the page can show why it chose and how large the noise is; and the
+            # one-launch split the planner rejected, so its loss stays on the record.
             for plan in ("looped", "split"):
                 b, m = _ours(plan)
                 out.append(Variant(f"triton-{plan}", f"Triton, {plan} plan forced", b, m))
+            out.append(Variant("triton-split-1launch", "Triton, split in one launch (rejected)",
+                               _one_launch_split, lambda c: _one_launch_plan(c).describe()))
         out += [
             Variant("torch", "torch.softmax", lambda c: _apply(lambda x: torch.softmax(x, dim=-1), c)),
             Variant("eager", "unfused eager composition", lambda c: _apply(_eager_composition, c)),
