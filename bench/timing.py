@@ -7,8 +7,9 @@ Every sample is measured on the device, never with a host clock around asynchron
   replay removes the host launch gaps that would otherwise dominate kernels of a few µs.
 * ``cold``: before every sample the L2 is flushed by *reading* a buffer of several times
   its size (read, not written, so no dirty lines are evicted into our measurement), then a
-  one-call graph is replayed between events.  A short device sleep between the flush and
-  the start event gives the host time to queue the replay, so the GPU never waits on it.
+  one-call graph is replayed between events.
+* In both modes a short device sleep precedes the start event, so the host has queued the
+  replay before the clock starts and the GPU never waits on it inside the interval.
 * When a variant cannot be captured (some library paths can't), the same loops run eagerly
   between events; each sample records which timer produced it.
 """
@@ -47,9 +48,17 @@ def event_time_ms(fn: Callable[[], object], repeat: int = 1) -> float:
     return start.elapsed_time(end) / repeat
 
 
+HIDE_LAUNCH_CYCLES = 50_000  # ~25 µs of device sleep: the host queues the replay meanwhile
+
+
 @dataclass
 class Timer:
-    """Takes one sample per call of :meth:`sample` for one variant in one L2 mode."""
+    """Takes one sample per call of :meth:`sample` for one variant in one L2 mode.
+
+    Before the start event the device sleeps briefly, so that the start event is not
+    recorded while the GPU waits for the host to submit the graph: the interval holds the
+    calls, not the host's launch latency.  In cold mode the L2 flush goes before the sleep.
+    """
 
     fn: Callable[[], object]
     calls: int
@@ -61,7 +70,7 @@ class Timer:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         if self.flush is not None:
             self.flush()
-            torch.cuda._sleep(50_000)  # ~25 µs of device time: the host queues the replay meanwhile
+        torch.cuda._sleep(HIDE_LAUNCH_CYCLES)
         start.record()
         if self.graph is not None:
             self.graph.replay()
@@ -76,27 +85,42 @@ class Timer:
         self.graph = None
 
 
-def calls_for(estimate_ms: float, target_ms: float, most: int = 500) -> int:
+def calls_for(estimate_ms: float, target_ms: float, most: int = 1000) -> int:
     """How many calls one warm sample replays, so that it lasts about ``target_ms``."""
     return max(1, min(most, round(target_ms / max(estimate_ms, 1e-4))))
 
 
+def _capture(fn: Callable[[], object], calls: int) -> torch.cuda.CUDAGraph:
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    return graph
+
+
 def make_timer(fn: Callable[[], object], l2: str, target_ms: float, flush: Callable[[], None]) -> Timer:
-    """Warm the variant up, estimate one call, then capture the graph the samples replay."""
+    """Warm the variant up, measure one call's device time, then capture the graph the
+    samples replay (``calls`` calls for warm samples, one for cold)."""
     _warm_up_eagerly(fn)
-    estimate = event_time_ms(fn, repeat=3)
-    calls = calls_for(estimate, target_ms) if l2 == "warm" else 1
+    cold_flush = flush if l2 == "cold" else None
     try:
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(calls):
-                fn()
-        graph.replay()
-        torch.cuda.synchronize()
-        return Timer(fn, calls, GRAPH, graph=graph, flush=flush if l2 == "cold" else None)
+        # One call's device time, from a one-call graph: an eager estimate would count the
+        # host's dispatch (hundreds of µs for an autograd step) and give far too few calls.
+        one = Timer(fn, 1, GRAPH, graph=_capture(fn, 1))
+        estimate = sorted(one.sample_us() for _ in range(5))[2] / 1000.0
+        if l2 == "cold":
+            one.flush = cold_flush
+            return one
+        one.release()
+        calls = calls_for(estimate, target_ms)
+        return Timer(fn, calls, GRAPH, graph=_capture(fn, calls))
     except Exception:
         torch.cuda.synchronize()
-        return Timer(fn, calls, EVENTS, flush=flush if l2 == "cold" else None)
+        estimate = event_time_ms(fn, repeat=3)
+        calls = calls_for(estimate, target_ms) if l2 == "warm" else 1
+        return Timer(fn, calls, EVENTS, flush=cold_flush)
 
 
 class L2Flusher:

@@ -42,3 +42,11 @@ def test_every_plan_can_be_forced(force) -> None:
 def test_unknown_plan_is_refused() -> None:
     with pytest.raises(ValueError, match="plan must be one of"):
         plan_rows(1, 10, 4, 132, POLICY, "tiled")  # type: ignore[arg-type]
+
+
+def test_softmax_backward_keeps_rows_up_to_64_kb_whole() -> None:
+    from kernels.softmax import BACKWARD_POLICY, POLICY
+
+    assert plan_rows(8192, 32768, 2, 132, POLICY).kind == "looped"
+    assert plan_rows(8192, 32768, 2, 132, BACKWARD_POLICY).kind == "block"
+    assert plan_rows(8192, 32768, 4, 132, BACKWARD_POLICY).kind == "looped"

@@ -19,7 +19,7 @@ import torch
 import kernels
 from bench.studies import Params, Refused, Step, Tensors, Variant
 from kernels._rowwise import RowPlan, one_launch_split_ok, plan_rows
-from kernels.softmax import POLICY, backward_rows, forward_rows
+from kernels.softmax import BACKWARD_POLICY, POLICY, backward_rows, forward_rows
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 # Row counts x widths: from launch-bound (32 x 127) through DRAM-bound (16384 x 4096,
@@ -52,10 +52,12 @@ def _ours(plan: str | None):  # type: ignore[no-untyped-def]
         return _apply(lambda x: kernels.softmax(x, plan=plan), case)
 
     def meta(case: Params) -> dict[str, Any]:
-        x2d = torch.empty((case["rows"], case["cols"]), dtype=DTYPES[case["dtype"]], device="meta")
-        return plan_rows(
-            case["rows"], case["cols"], x2d.element_size(), _sms(), POLICY, plan  # type: ignore[arg-type]
-        ).describe()
+        size = torch.empty((), dtype=DTYPES[case["dtype"]]).element_size()
+        shape = (case["rows"], case["cols"], size, _sms())
+        out: dict[str, Any] = plan_rows(*shape, POLICY, plan).describe()  # type: ignore[arg-type]
+        if case["direction"] == "fwd+bwd":
+            out["backward"] = plan_rows(*shape, BACKWARD_POLICY, plan).describe()  # type: ignore[arg-type]
+        return out
 
     return build, meta
 
