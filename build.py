@@ -1,0 +1,50 @@
+"""Build the Kernel Lab Notes site from the stored runs.
+
+    python build.py             # validate data/, render pages, build site/ (MkDocs, strict)
+    python build.py --strict    # also fail when the data contradict a claim on a page
+    python build.py --serve     # build, then preview at http://127.0.0.1:8000/
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from publish.schema import RunFileError
+from publish.site import BuildError, build
+
+ROOT = Path(__file__).resolve().parent
+
+
+def serve(site: Path, port: int) -> None:
+    import functools
+    import http.server
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as httpd:
+        print(f"serving {site} at http://127.0.0.1:{port}/ (Ctrl-C to stop)")
+        httpd.serve_forever()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--strict", action="store_true", help="fail when the data contradict a claim")
+    ap.add_argument("--serve", action="store_true", help="preview the built site")
+    ap.add_argument("--port", type=int, default=8000)
+    ap.add_argument("--out", type=Path, default=ROOT / "site", help="output directory (default site/)")
+    args = ap.parse_args(argv)
+    try:
+        report = build(ROOT, args.out, strict=args.strict)
+    except (RunFileError, BuildError) as exc:
+        print(f"build failed: {exc}", file=sys.stderr)
+        print(f"the previous {args.out} is unchanged", file=sys.stderr)
+        return 1
+    print("\n".join(report.lines()))
+    if args.serve:
+        serve(args.out, args.port)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

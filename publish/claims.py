@@ -1,0 +1,38 @@
+"""Observations as claims checked against the data.
+
+A claim pairs a sentence with the condition that makes it true, evaluated on the current
+results every build.  The page shows a claim the data no longer support as contradicted,
+with the numbers that contradict it, instead of publishing the sentence anyway; the build
+report lists it.  A *target* (from the study catalogue) is reported as met or missed: a
+missed target is a published result, not an error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from markupsafe import Markup, escape
+
+from publish.numbers import Num, markup
+
+
+def sentence(template: str, **values: Num | str) -> Markup:
+    """Fill ``{name}`` slots: ``Num`` values render with their provenance, text is escaped."""
+    rendered = {k: markup(v) if isinstance(v, Num) else escape(v) for k, v in values.items()}
+    return Markup(str(escape(template)).format(**rendered))
+
+
+@dataclass
+class Claim:
+    id: str
+    text: Markup
+    holds: bool
+    kind: Literal["observation", "target"] = "observation"
+    evidence: Markup = field(default_factory=Markup)  # what the condition looked at
+
+    @property
+    def status(self) -> str:
+        if self.kind == "target":
+            return "met" if self.holds else "missed"
+        return "holds" if self.holds else "contradicted"

@@ -1,0 +1,106 @@
+"""Numbers that know where they came from.
+
+Every measured number on the site is a :class:`Num`: its value, unit and format, plus the
+run, case, variant and statistic it was derived from.  Rendering one gives a link to the
+run's entry on the sources page whose tooltip names all of that, so a reader can trace any
+figure to the raw samples.  Templates receive ``Num`` objects, never bare floats.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+
+from markupsafe import Markup
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a number came from."""
+
+    run_id: str
+    case: str = ""  # case id, e.g. "fwd/bf16/16384x4096/cold"
+    variant: str = ""
+    statistic: str = ""  # e.g. "median of 30 samples"
+    detail: str = ""  # spread, CI, timer, ...
+
+    def describe(self) -> str:
+        parts = [f"run {self.run_id}"]
+        if self.case:
+            parts.append(f"case {self.case}")
+        if self.variant:
+            parts.append(f"variant {self.variant}")
+        if self.statistic:
+            parts.append(self.statistic)
+        if self.detail:
+            parts.append(self.detail)
+        return " · ".join(parts)
+
+
+def _fmt_us(v: float) -> str:
+    if v < 10:
+        return f"{v:.2f}"
+    if v < 100:
+        return f"{v:.1f}"
+    return f"{v:,.0f}"
+
+
+FORMATS = {
+    "us": lambda v: f"{_fmt_us(v)} µs",
+    "us_bare": _fmt_us,
+    "GBps": lambda v: f"{v:,.0f} GB/s",
+    "GBps_bare": lambda v: f"{v:,.0f}",
+    "TFLOPs": lambda v: f"{v:,.0f} TFLOP/s",
+    "pct": lambda v: f"{v:.1f}%" if abs(v) < 10 else f"{v:.0f}%",
+    "x": lambda v: f"{v:.2f}×",
+    "MHz": lambda v: f"{v:,.0f} MHz",
+    "ms": lambda v: f"{v:g} ms",
+    "s": lambda v: f"{v:g} s",
+    "MiB": lambda v: f"{v:,.0f} MiB",
+    "count": lambda v: f"{v:,.0f}",
+    "int": lambda v: f"{v:,.0f}",
+}
+
+
+@dataclass(frozen=True)
+class Num:
+    value: float
+    kind: str  # a key of FORMATS
+    sources: tuple[Source, ...] = field(default_factory=tuple)
+    note: str = ""  # e.g. "95% CI 1.02-1.05×; resolved"
+    css: str = ""  # extra class: "win", "loss", "tie"
+
+    def text(self) -> str:
+        if self.value is None or (isinstance(self.value, float) and not math.isfinite(self.value)):
+            return "—"
+        return FORMATS[self.kind](self.value)
+
+    def title(self) -> str:
+        lines = [s.describe() for s in self.sources]
+        if self.note:
+            lines.append(self.note)
+        return "\n".join(lines)
+
+    def __html__(self) -> str:
+        return render(self)
+
+    def __str__(self) -> str:  # in Markdown contexts the HTML form is what we want
+        return render(self)
+
+
+def render(num: Num, base: str = "") -> str:
+    classes = " ".join(c for c in ("num", num.css) if c)
+    text = html.escape(num.text())
+    if not num.sources:
+        return f'<span class="{classes}" title="{html.escape(num.title(), quote=True)}">{text}</span>'
+    first = num.sources[0]
+    return (
+        f'<a class="{classes}" href="{base}sources.html#run-{html.escape(first.run_id, quote=True)}" '
+        f'data-run="{html.escape(first.run_id, quote=True)}" '
+        f'title="{html.escape(num.title(), quote=True)}">{text}</a>'
+    )
+
+
+def markup(num: Num) -> Markup:
+    return Markup(render(num))

@@ -1,0 +1,383 @@
+"""The softmax case study: tables, charts, claims, targets and the decision card, all
+computed from the current results.  The prose around them lives in
+``templates/softmax.md.j2``; every number reaches it through this module."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from markupsafe import Markup
+
+from publish.charts import Chart, bars
+from publish.claims import Claim, sentence
+from publish.numbers import Num
+from publish.results import CaseResult, StudyResults
+from publish.tables import Column, Table, Text
+
+OURS = "triton"
+PEERS = {"torch": "torch.softmax", "eager": "eager composition", "compile": "torch.compile", "liger": "Liger-Kernel"}
+PLANS = {
+    "triton": "planner's choice",
+    "triton-looped": "looped",
+    "triton-split": "split (two launches)",
+    "triton-split-1launch": "split (one launch)",
+}
+LABELS = {**PLANS, "triton": "Triton (ours)", **PEERS}
+DIRECTIONS = {"fwd": "Forward", "fwd+bwd": "Forward + backward"}
+DTYPES = ("bf16", "fp16", "fp32")
+
+
+def _slug(direction: str) -> str:
+    return direction.replace("+", "")
+
+
+def _shape_key(c: CaseResult) -> tuple[int, int]:
+    return (c.params["cols"], c.params["rows"])
+
+
+def _shapes(results: StudyResults, direction: str, dtype: str) -> list[tuple[int, int]]:
+    seen = sorted({(c.params["rows"], c.params["cols"]) for c in results.where(direction=direction, dtype=dtype)},
+                  key=lambda rc: (rc[1], rc[0]))
+    return seen
+
+
+def _refusal(c: CaseResult, variant: str) -> Text:
+    m = c.variants.get(variant)
+    if m is None:
+        return Text("—", "not run for this case")
+    return Text("refused" if (m.error or "").startswith("refused") or "Error" in (m.error or "") else "failed",
+                m.error or "", "refused")
+
+
+def speed_table(results: StudyResults, direction: str, dtype: str) -> Table | None:
+    shapes = _shapes(results, direction, dtype)
+    if not shapes:
+        return None
+    cols = [
+        Column("shape", "Shape", "rows × width", numeric=False),
+        Column("l2", "L2", "cold: flushed before each sample; warm: same buffers", numeric=False),
+        Column("ours", "Ours", "median time of our kernel"),
+        Column("gbps", "GB/s", "bytes counted from the problem / median time"),
+        Column("pct", "% copy", "of the device-copy bandwidth measured in the same run"),
+    ] + [Column(p, f"vs {label}", f"{label} time / our time: above 1.00× we are faster") for p, label in PEERS.items()]
+    table = Table(f"softmax-{_slug(direction)}-{dtype}", f"{DIRECTIONS[direction]}, {dtype}: our time and speedup "
+                  "over each peer", cols)
+    for rows, width in shapes:
+        for l2 in ("cold", "warm"):
+            c = results.find(direction=direction, dtype=dtype, rows=rows, cols=width, l2=l2)
+            if c is None:
+                continue
+            ours = c.get(OURS)
+            row: dict[str, Any] = {"shape": c.shape, "l2": l2}
+            if ours is None:
+                row["ours"] = _refusal(c, OURS)
+            else:
+                row |= {"ours": ours.time(), "gbps": ours.gbps(), "pct": ours.pct_copy()}
+            for peer in PEERS:
+                row[peer] = c.speedup(OURS, peer) or _refusal(c, peer)
+            table.rows.append(row)
+    return table
+
+
+def time_table(results: StudyResults, direction: str, dtype: str) -> Table | None:
+    cases = results.where(direction=direction, dtype=dtype)
+    if not cases:
+        return None
+    present = [v for v in LABELS if any(v in c.variants for c in cases)]
+    cols = [Column("shape", "Shape", numeric=False), Column("l2", "L2", numeric=False)] + [
+        Column(v, LABELS[v], "median µs") for v in present
+    ]
+    table = Table(f"softmax-{_slug(direction)}-{dtype}-times", f"{DIRECTIONS[direction]}, {dtype}: median time of "
+                  "every variant (µs)", cols)
+    for rows, width in _shapes(results, direction, dtype):
+        for l2 in ("cold", "warm"):
+            c = results.find(direction=direction, dtype=dtype, rows=rows, cols=width, l2=l2)
+            if c is None:
+                continue
+            row: dict[str, Any] = {"shape": c.shape, "l2": l2}
+            for v in present:
+                m = c.get(v)
+                row[v] = Num(m.time().value, "us_bare", m.time().sources) if m else _refusal(c, v)
+            table.rows.append(row)
+    return table
+
+
+def plans_table(results: StudyResults) -> Table:
+    cols = [Column("case", "Case", numeric=False), Column("l2", "L2", numeric=False)] + [
+        Column(v, label, "median µs") for v, label in PLANS.items()
+    ] + [Column("chosen", "Planner chose", numeric=False)]
+    table = Table("softmax-plans", "Wide rows: every plan timed in the same run (bf16)", cols)
+    for direction in DIRECTIONS:
+        for c in results.where(direction=direction, dtype="bf16"):
+            if "triton-looped" not in c.variants:
+                continue
+            row: dict[str, Any] = {"case": f"{DIRECTIONS[direction]} {c.shape}", "l2": c.params["l2"]}
+            for v in PLANS:
+                m = c.get(v)
+                row[v] = Num(m.time().value, "us_bare", m.time().sources) if m else _refusal(c, v)
+            chosen = c.get(OURS)
+            row["chosen"] = Text(chosen.meta.get("plan", "?") if chosen else "—")
+            table.rows.append(row)
+    return table
+
+
+# ----------------------------------------------------------------------------- losses
+
+
+def _why(c: CaseResult, peer: str, ratio_lo: float, ratio_hi: float, resolved: bool) -> str:
+    ours = c.get(OURS)
+    assert ours is not None
+    if not resolved:
+        return "Unresolved: the 95% intervals of the two medians overlap, so this is not a measured loss."
+    if ratio_lo >= 0.97:
+        pct = ours.pct_copy().value
+        return (f"Within 3%: both run near the same bound (ours at {pct:.0f}% of the copy bandwidth); the gap is "
+                "smaller than differences between runs seen elsewhere on this page.")
+    packed = ours.meta.get("rows_per_program", 1)
+    if peer == "liger" and ours.summary is not None and ours.summary.median < 10:
+        return (f"A latency-bound case of a few µs. We pack {packed} rows per program (a choice measured best at "
+                "16384×1024); Liger runs one row per program, so it launches more, shorter programs, which "
+                "likely finish sooner when there is little data. A hypothesis, not yet tested: next, pack rows "
+                "only when there are many of them.")
+    return "Not yet explained."
+
+
+def losses_table(results: StudyResults) -> Table:
+    cols = [
+        Column("case", "Case", numeric=False), Column("peer", "Faster peer", numeric=False),
+        Column("ours", "Ours"), Column("theirs", "Peer"), Column("ratio", "Speedup", "below 1.00×: we are slower"),
+        Column("why", "Why", numeric=False),
+    ]
+    table = Table("softmax-losses", "Every case where a peer's median beat ours", cols)
+    for c in sorted(results.cases.values(), key=lambda c: (c.params["direction"], c.params["dtype"], _shape_key(c))):
+        for peer in PEERS:
+            r = c.ratio(peer, OURS)
+            if r is None or r.value >= 1.0:
+                continue
+            ours, theirs = c.get(OURS), c.get(peer)
+            assert ours is not None and theirs is not None
+            table.rows.append({
+                "case": Text(c.case_id.replace("x", "×")), "peer": PEERS[peer], "ours": ours.time(),
+                "theirs": theirs.time(), "ratio": c.speedup(OURS, peer),
+                "why": Text(_why(c, peer, r.lo, r.hi, r.resolved)),
+            })
+    return table
+
+
+# ----------------------------------------------------------------------------- charts
+
+
+def _bandwidth_chart(results: StudyResults, direction: str, l2: str) -> Chart | None:
+    cases = results.where(direction=direction, dtype="bf16", l2=l2)
+    if not cases:
+        return None
+    variants = [OURS, "liger", "compile", "torch", "eager"]
+    series = [(LABELS[v], [c.get(v).gbps() if c.get(v) else None for c in cases]) for v in variants]
+    peak = cases[0].run.copy_peak
+    return bars(f"softmax-{_slug(direction)}-bw-{l2}", f"{DIRECTIONS[direction]}, bf16, {l2} L2: achieved bandwidth",
+                [c.shape for c in cases], series, "GB/s (bytes counted from the problem)",
+                ref=(f"device copy, same run: {peak:,.0f} GB/s", peak))
+
+
+def _plans_chart(results: StudyResults) -> Chart | None:
+    cases = [c for c in results.where(direction="fwd", dtype="bf16", l2="cold") if "triton-looped" in c.variants]
+    if not cases:
+        return None
+    series = [(label, [c.get(v).time() if c.get(v) else None for c in cases]) for v, label in PLANS.items()]
+    return bars("softmax-plans-chart", "Wide rows, forward, bf16, cold L2: time of each plan",
+                [c.shape for c in cases], series, "µs (log scale)", log_y=True)
+
+
+def _warm_cold_chart(results: StudyResults) -> Chart | None:
+    cold = results.where(direction="fwd", dtype="bf16", l2="cold")
+    if not cold:
+        return None
+    warm = [results.find(direction="fwd", dtype="bf16", rows=c.params["rows"], cols=c.params["cols"], l2="warm")
+            for c in cold]
+    series = [
+        ("cold L2", [c.get(OURS).gbps() if c.get(OURS) else None for c in cold]),
+        ("warm L2", [w.get(OURS).gbps() if w is not None and w.get(OURS) else None for w in warm]),
+    ]
+    peak = cold[0].run.copy_peak
+    return bars("softmax-warm-cold", "Ours, forward, bf16: warm against cold L2", [c.shape for c in cold], series,
+                "GB/s", ref=(f"device copy: {peak:,.0f} GB/s", peak))
+
+
+# ----------------------------------------------------------------------------- claims
+
+
+def _targets(results: StudyResults) -> list[Claim]:
+    out: list[Claim] = []
+    for l2 in ("cold", "warm"):
+        c = results.find(direction="fwd", dtype="bf16", rows=16384, cols=4096, l2=l2)
+        if c is None or c.get(OURS) is None:
+            continue
+        ours = c.get(OURS)
+        pct = ours.pct_copy()  # type: ignore[union-attr]
+        out.append(Claim(
+            f"target-copy-peak-{l2}",
+            sentence("16384×4096 bf16 forward, {l2} L2: at least 90% of the copy bandwidth. Measured {gbps}, "
+                     "{pct} of the copy measured in the same run.", l2=l2, gbps=ours.gbps(), pct=pct),  # type: ignore[union-attr]
+            pct.value >= 90, "target"))
+    # No slower than Liger at every shape it accepts: a loss counts only when resolved.
+    accepted = [c for c in results.cases.values() if c.get("liger") is not None and c.get(OURS) is not None]
+    losses = [c for c in accepted if (r := c.ratio("liger", OURS)) is not None and r.value < 1 and r.resolved]
+    out.append(Claim(
+        "target-liger",
+        sentence("No slower than Liger-Kernel at every case it accepts. Slower (resolved) in {n} of {total} cases; "
+                 "they are listed under Losses below.", n=Num(len(losses), "count"), total=Num(len(accepted), "count")),
+        not losses, "target"))
+    for l2 in ("cold", "warm"):
+        c = results.find(direction="fwd", dtype="bf16", rows=64, cols=131072, l2=l2)
+        if c is None:
+            continue
+        vs_compile, vs_torch = c.speedup(OURS, "compile"), c.speedup(OURS, "torch")
+        if vs_compile is None or vs_torch is None:
+            continue
+        out.append(Claim(
+            f"target-wide-compile-{l2}",
+            sentence("64×131072 bf16 forward, {l2} L2: at least 3× faster than torch.compile. Measured {x}.",
+                     l2=l2, x=vs_compile), vs_compile.value >= 3, "target"))
+        out.append(Claim(
+            f"target-wide-torch-{l2}",
+            sentence("64×131072 bf16 forward, {l2} L2: faster than torch.softmax. Measured {x}.", l2=l2, x=vs_torch),
+            vs_torch.value > 1 and "loss" not in vs_torch.css, "target"))
+    return out
+
+
+def _observations(results: StudyResults) -> list[Claim]:
+    out: list[Claim] = []
+    with_liger = [c for c in results.cases.values() if "liger" in c.variants]
+    wide = [c for c in with_liger if c.params["cols"] > 65536]
+    narrow = [c for c in with_liger if c.params["cols"] <= 65536]
+    if wide:
+        refused = [c for c in wide if c.get("liger") is None]
+        accepted = [c for c in narrow if c.get("liger") is not None]
+        example = wide[0].variants["liger"].error or ""
+        out.append(Claim(
+            "liger-refuses-wide",
+            sentence("Liger-Kernel refuses rows wider than 65536 elements: it declined {r} of {w} such cases and "
+                     "accepted {a} of {n} narrower ones. Its message: \u201c{msg}\u201d",
+                     r=Num(len(refused), "count"), w=Num(len(wide), "count"), a=Num(len(accepted), "count"),
+                     n=Num(len(narrow), "count"), msg=example[:160]),
+            len(refused) == len(wide) and len(accepted) == len(narrow)))
+    few = [c for c in results.cases.values() if "triton-split" in c.variants and c.params["rows"] < 132]
+    split_wins = [c for c in few if (r := c.ratio("triton-looped", "triton-split")) is not None and r.value > 1]
+    if few:
+        best = max(few, key=lambda c: c.ratio("triton-looped", "triton-split").value)  # type: ignore[union-attr]
+        out.append(Claim(
+            "split-wins-few-rows",
+            sentence("Splitting a row across programs pays when rows are fewer than the SMs: the split plan beat "
+                     "the looped plan in {k} of {n} such cases, by up to {x} ({case}).",
+                     k=Num(len(split_wins), "count"), n=Num(len(few), "count"),
+                     x=best.speedup("triton-split", "triton-looped"), case=best.case_id),  # type: ignore[arg-type]
+            len(split_wins) == len(few)))
+    many = [c for c in results.cases.values() if "triton-split" in c.variants and c.params["rows"] >= 132]
+    loop_wins = [c for c in many if (r := c.ratio("triton-split", "triton-looped")) is not None and r.value > 1]
+    if many:
+        c0 = many[0]
+        out.append(Claim(
+            "loop-wins-many-rows",
+            sentence("With rows enough to fill the GPU, looping beats splitting: looped was faster in {k} of {n} "
+                     "such cases ({case}: {x} over split).", k=Num(len(loop_wins), "count"),
+                     n=Num(len(many), "count"), case=c0.case_id,
+                     x=c0.speedup("triton-looped", "triton-split") or "—"),  # type: ignore[arg-type]
+            len(loop_wins) == len(many)))
+    one = [c for c in results.cases.values() if "triton-split-1launch" in c.variants and c.params["dtype"] != "fp32"]
+    one_slower = [c for c in one if (r := c.ratio("triton-split-1launch", "triton-split")) is not None and r.value > 1]
+    if one:
+        worst = max(one_slower or one, key=lambda c: c.ratio("triton-split-1launch", "triton-split").value)  # type: ignore[union-attr]
+        out.append(Claim(
+            "one-launch-split-loses",
+            sentence("Negative result: the one-launch split, which reads each row once instead of twice, was slower "
+                     "than the two-launch split in {k} of {n} bf16 and fp16 wide cases, by up to {x} ({case}).",
+                     k=Num(len(one_slower), "count"), n=Num(len(one), "count"),
+                     x=worst.speedup("triton-split", "triton-split-1launch"), case=worst.case_id),  # type: ignore[arg-type]
+            len(one_slower) == len(one)))
+    fp32 = [c for c in results.cases.values() if "triton-split-1launch" in c.variants and c.params["dtype"] == "fp32"]
+    fp32_wins = [c for c in fp32 if (r := c.ratio("triton-split", "triton-split-1launch")) is not None and r.value > 1]
+    if fp32:
+        c0 = max(fp32, key=lambda c: c.ratio("triton-split", "triton-split-1launch").value)  # type: ignore[union-attr]
+        out.append(Claim(
+            "one-launch-split-fp32",
+            sentence("In fp32, where a 4096-wide chunk is twice the bytes, the one-launch split won {k} of {n} cases "
+                     "(best {x} at {case}).", k=Num(len(fp32_wins), "count"), n=Num(len(fp32), "count"),
+                     x=c0.speedup("triton-split-1launch", "triton-split"), case=c0.case_id),  # type: ignore[arg-type]
+            len(fp32_wins) > 0))
+    warm_fast = []
+    for c in results.where(direction="fwd", l2="warm"):
+        m = c.get(OURS)
+        if m is not None and m.gbps().value > c.run.copy_peak and c.bytes < c.run.env["gpu"]["l2_bytes"]:
+            warm_fast.append(c)
+    if warm_fast:
+        best_warm = max(warm_fast, key=lambda c: c.get(OURS).gbps().value)  # type: ignore[union-attr]
+        out.append(Claim(
+            "warm-exceeds-dram",
+            sentence("Warm numbers can exceed DRAM: with inputs left in L2, {case} moved {gbps}, {pct} of the "
+                     "device copy. Warm results describe repeated calls on cache-resident data, not saved traffic.",
+                     case=best_warm.case_id, gbps=best_warm.get(OURS).gbps(),  # type: ignore[union-attr]
+                     pct=best_warm.get(OURS).pct_copy()),  # type: ignore[union-attr]
+            True))
+    big = results.find(direction="fwd", dtype="bf16", rows=16384, cols=4096, l2="cold")
+    if big is not None and big.get("liger") is not None and big.get(OURS) is not None:
+        r = big.ratio("liger", OURS)
+        out.append(Claim(
+            "dram-bound-tie",
+            sentence("At the DRAM-bound 16384×4096 both fused kernels sit at the copy bandwidth: ours {a}, Liger "
+                     "{b}; the speedup {x} is a tie, not a win.", a=big.get(OURS).pct_copy(),  # type: ignore[union-attr]
+                     b=big.get("liger").pct_copy(), x=big.speedup(OURS, "liger")),  # type: ignore[union-attr, arg-type]
+            r is not None and abs(r.value - 1) < 0.03))
+        eager = big.speedup(OURS, "eager")
+        if eager is not None:
+            out.append(Claim(
+                "fusion-vs-eager",
+                sentence("Fusion is the first-order effect: the unfused composition (upcast, max, subtract, exp, sum, "
+                         "divide) took {x} as long as ours at 16384×4096 bf16.", x=eager),
+                eager.value > 5))
+    return out
+
+
+def _decision(results: StudyResults, targets: list[Claim]) -> dict[str, Any]:
+    big = results.find(direction="fwd", dtype="bf16", rows=16384, cols=4096, l2="cold")
+    wide = results.find(direction="fwd", dtype="bf16", rows=64, cols=131072, l2="cold")
+    small = results.find(direction="fwd", dtype="bf16", rows=32, cols=127, l2="warm")
+    evidence: list[Markup] = []
+    if big is not None and big.get(OURS):
+        evidence.append(sentence("{pct} of the copy bandwidth at 16384×4096 bf16 forward (cold)",
+                                 pct=big.get(OURS).pct_copy()))  # type: ignore[union-attr]
+    if wide is not None and wide.speedup(OURS, "compile"):
+        evidence.append(sentence("{x} over torch.compile and {y} over torch.softmax at 64×131072 (cold)",
+                                 x=wide.speedup(OURS, "compile"), y=wide.speedup(OURS, "torch")))  # type: ignore[arg-type]
+    if small is not None and small.speedup(OURS, "liger"):
+        evidence.append(sentence("{x} against Liger at 32×127 (warm): a loss", x=small.speedup(OURS, "liger")))  # type: ignore[arg-type]
+    return {
+        "evidence": evidence,
+        "met": [t for t in targets if t.holds],
+        "missed": [t for t in targets if not t.holds],
+    }
+
+
+def context(results: StudyResults) -> dict[str, Any]:
+    speed, times = [], []
+    for direction in DIRECTIONS:
+        for dtype in DTYPES:
+            if (t := speed_table(results, direction, dtype)) is not None:
+                speed.append((direction, dtype, t))
+            if (t := time_table(results, direction, dtype)) is not None:
+                times.append((direction, dtype, t))
+    targets = _targets(results)
+    charts = [c for c in (_bandwidth_chart(results, "fwd", "cold"), _bandwidth_chart(results, "fwd+bwd", "cold"),
+                          _plans_chart(results), _warm_cold_chart(results)) if c is not None]
+    return {
+        "results": results,
+        "speed_tables": speed,
+        "time_tables": times,
+        "plans": plans_table(results),
+        "losses": losses_table(results),
+        "charts": {c.id: c for c in charts},
+        "targets": targets,
+        "observations": _observations(results),
+        "decision": _decision(results, targets),
+        "directions": DIRECTIONS,
+        "peers": PEERS,
+    }

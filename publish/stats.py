@@ -1,0 +1,80 @@
+"""Statistics of raw samples, computed at build time (run files store only samples).
+
+The median is the headline; its 95% confidence interval comes from order statistics
+(distribution-free, deterministic: no bootstrap draws that change between builds).  A ratio
+of two medians gets the conservative interval made of the two intervals' ends, and counts as
+*resolved* only when that interval excludes 1.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from scipy.stats import binom
+
+
+@dataclass(frozen=True)
+class Summary:
+    n: int
+    median: float
+    q1: float
+    q3: float
+    lo: float  # 95% CI of the median
+    hi: float
+    minimum: float
+    maximum: float
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range relative to the median."""
+        return (self.q3 - self.q1) / self.median if self.median else math.inf
+
+
+def quantile(sorted_xs: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    if not sorted_xs:
+        raise ValueError("quantile of no samples")
+    pos = q * (len(sorted_xs) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_xs) - 1)
+    return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
+
+
+def median_ci(sorted_xs: list[float], level: float = 0.95) -> tuple[float, float]:
+    """Order-statistic interval for the median: ``[x_(r), x_(n-r+1)]`` (1-based ranks) with
+    the largest ``r`` whose coverage ``1 - 2 P(Bin(n, 1/2) <= r - 1)`` is at least ``level``.
+
+    With too few samples for any such ``r`` (fewer than 6 at 95%) the full range is returned."""
+    n = len(sorted_xs)
+    r = int(binom.ppf((1 - level) / 2, n, 0.5))  # smallest r with P(X <= r) >= alpha/2
+    while r >= 1 and binom.cdf(r - 1, n, 0.5) > (1 - level) / 2:
+        r -= 1
+    if r < 1:
+        return sorted_xs[0], sorted_xs[-1]
+    return sorted_xs[r - 1], sorted_xs[n - r]
+
+
+def summarize(samples: list[float]) -> Summary:
+    xs = sorted(samples)
+    if not xs:
+        raise ValueError("no samples to summarize")
+    lo, hi = median_ci(xs)
+    return Summary(len(xs), quantile(xs, 0.5), quantile(xs, 0.25), quantile(xs, 0.75), lo, hi, xs[0], xs[-1])
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """``slow / fast`` style ratio of two medians: ``value > 1`` means the denominator is faster."""
+
+    value: float
+    lo: float
+    hi: float
+
+    @property
+    def resolved(self) -> bool:
+        return self.lo > 1.0 or self.hi < 1.0
+
+
+def ratio(num: Summary, den: Summary) -> Ratio:
+    return Ratio(num.median / den.median, num.lo / den.hi, num.hi / den.lo)
