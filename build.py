@@ -1,8 +1,8 @@
 """Build the Kernel Lab Notes site from the stored runs.
 
-    python build.py             # validate data/, render pages, build site/ (MkDocs, strict)
-    python build.py --strict    # also fail when the data contradict a claim on a page
-    python build.py --serve     # build, then preview at http://127.0.0.1:8000/
+python build.py             # validate data/, render pages, build site/ (MkDocs, strict)
+python build.py --strict    # also fail when the data contradict a claim on a page
+python build.py --serve     # build, then preview at http://127.0.0.1:8000/
 """
 
 from __future__ import annotations

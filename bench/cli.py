@@ -1,8 +1,8 @@
 """``python -m bench``: run a study on the current GPU and store the run file.
 
-    python -m bench run softmax            # the whole study, into data/runs/softmax/
-    python -m bench run softmax --quick    # a small subset, for a first look
-    python -m bench list                   # the studies and their case counts
+python -m bench run softmax            # the whole study, into data/runs/softmax/
+python -m bench run softmax --quick    # a small subset, for a first look
+python -m bench list                   # the studies and their case counts
 """
 
 from __future__ import annotations
@@ -82,8 +82,9 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("python -m bench run needs a CUDA GPU (the CPU tests drive the harness without one)")
     study = load(args.study)
     code = code_identity(args.commit, args.dirty)
-    opts = harness.Options(quick=args.quick, rounds=args.rounds or (12 if args.quick else 30), only=args.only,
-                           seed=args.seed)
+    opts = harness.Options(
+        quick=args.quick, rounds=args.rounds or (12 if args.quick else 30), only=args.only, seed=args.seed
+    )
     device = torch.device("cuda", torch.cuda.current_device())
     before = environment.gpu_state()  # before anything of ours touches the GPU
     started = utc_now()
@@ -106,8 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     }
     writer = RunWriter(args.out or ROOT / "data" / "runs" / study.name, header)
     print(f"writing {writer.path}", file=sys.stderr)
-    print(f"copy {env['peaks']['copy_GBps']:.0f} GB/s, bf16 mm {env['peaks']['mm_bf16_TFLOPs']:.0f} TFLOP/s, "
-          f"SM clock before {before['sm_clock_mhz']} MHz, load {before['utilization_pct']}%", file=sys.stderr)
+    print(
+        f"copy {env['peaks']['copy_GBps']:.0f} GB/s, bf16 mm {env['peaks']['mm_bf16_TFLOPs']:.0f} TFLOP/s, "
+        f"SM clock before {before['sm_clock_mhz']} MHz, load {before['utilization_pct']}%",
+        file=sys.stderr,
+    )
     harness.run_study(study, backend, writer, opts, sys.stderr)
     print(f"done: {writer.path}", file=sys.stderr)
     return 0

@@ -25,7 +25,10 @@ def _nvidia_smi(fields: str) -> list[str] | None:
     try:
         out = subprocess.run(
             ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits", "-i", "0"],
-            capture_output=True, text=True, timeout=20, check=True,
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return None

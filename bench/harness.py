@@ -98,8 +98,9 @@ def compare(outs: tuple[torch.Tensor, ...], refs: tuple[torch.Tensor, ...], tol:
     return {"rel_l2": rel, "max_abs": max_abs, "tolerance": tol, "finite": finite, "passed": passed}
 
 
-def _check(study: Study, case: Params, step: Step, inputs: Tensors, refs: tuple[torch.Tensor, ...],
-           backend: Backend) -> dict[str, Any]:
+def _check(
+    study: Study, case: Params, step: Step, inputs: Tensors, refs: tuple[torch.Tensor, ...], backend: Backend
+) -> dict[str, Any]:
     out_bytes = sum(t.numel() * t.element_size() for t in inputs.values())
     backend.poison(2 * out_bytes)  # outputs allocated next land in NaN-filled memory
     outs = step(inputs)
@@ -156,13 +157,15 @@ def measure_case(study: Study, case: Params, index: int, backend: Backend, opts:
             backend.after_round()
         for t in timers.values():
             t.release()
-        entries.append({
-            "id": f"{study.case_id(case)}/{l2}",
-            "case": {**case, "l2": l2},
-            "bytes": traffic_bytes,
-            "flops": flops,
-            "variants": {name: rec.as_json() for name, rec in recs.items()},
-        })
+        entries.append(
+            {
+                "id": f"{study.case_id(case)}/{l2}",
+                "case": {**case, "l2": l2},
+                "bytes": traffic_bytes,
+                "flops": flops,
+                "variants": {name: rec.as_json() for name, rec in recs.items()},
+            }
+        )
     backend.cleanup()
     return entries
 

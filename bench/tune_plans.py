@@ -32,8 +32,7 @@ def configs(rows: int, width: int) -> list[RowPlan]:
     return out
 
 
-SHAPES = [(4, 32769), (64, 131072), (8, 1048576), (1, 1048576), (132, 32768), (264, 32768), (128, 131072),
-          (512, 16384)]
+SHAPES = [(4, 32769), (64, 131072), (8, 1048576), (1, 1048576), (132, 32768), (264, 32768), (128, 131072), (512, 16384)]
 BWD_SHAPES = {(4, 32769), (64, 131072), (8, 1048576), (264, 32768)}
 
 
@@ -79,8 +78,15 @@ def main() -> int:
                     print(f"   {med:9.2f} us {nbytes / med / 1e3:7.0f} GB/s  {p.describe()}", file=sys.stderr)
                 for p, s in samples.items():
                     results.append(
-                        {"rows": rows, "width": width, "direction": direction, "l2": l2,
-                         "plan": p.describe(), "samples_us": s, "bytes": nbytes}
+                        {
+                            "rows": rows,
+                            "width": width,
+                            "direction": direction,
+                            "l2": l2,
+                            "plan": p.describe(),
+                            "samples_us": s,
+                            "bytes": nbytes,
+                        }
                     )
                 for t in timers.values():
                     t.release()

@@ -209,4 +209,3 @@ def safe_shift(m):
     0 instead gives ``exp(-inf) = 0`` and keeps its sum at 0.
     """
     return tl.where(m == float("-inf"), 0.0, m)
-

@@ -39,8 +39,14 @@ BACKWARD_POLICY = RowPolicy(max_block_bytes=64 * 1024, chunk=16384)
 
 @triton.jit(do_not_specialize=["n_rows"])
 def _fwd_block(
-    x_ptr, y_ptr, n_rows, x_stride, y_stride,
-    WIDTH: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr,
+    x_ptr,
+    y_ptr,
+    n_rows,
+    x_stride,
+    y_stride,
+    WIDTH: tl.constexpr,
+    BLOCK: tl.constexpr,
+    ROWS: tl.constexpr,
 ):
     # One read of ROWS rows into registers, one write: the minimum traffic.
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
@@ -59,8 +65,12 @@ def _fwd_block(
 
 @triton.jit
 def _fwd_looped(
-    x_ptr, y_ptr, x_stride, y_stride,
-    WIDTH: tl.constexpr, BLOCK: tl.constexpr,
+    x_ptr,
+    y_ptr,
+    x_stride,
+    y_stride,
+    WIDTH: tl.constexpr,
+    BLOCK: tl.constexpr,
 ):
     # Pass 1 keeps a running (max, sum) per row, one exp per element: the chunk max is
     # reduced first, so the old sum is rescaled once per chunk rather than once per lane.
@@ -92,8 +102,12 @@ def _fwd_looped(
 
 @triton.jit
 def _fwd_split_stats(
-    x_ptr, stats_ptr, x_stride,
-    WIDTH: tl.constexpr, BLOCK: tl.constexpr, CHUNKS: tl.constexpr,
+    x_ptr,
+    stats_ptr,
+    x_stride,
+    WIDTH: tl.constexpr,
+    BLOCK: tl.constexpr,
+    CHUNKS: tl.constexpr,
 ):
     # One program per (row, chunk): writes the chunk's (max, sum exp(x - max)), 8 bytes
     # per chunk, and asks L2 to keep the chunk for the write pass.
@@ -111,8 +125,15 @@ def _fwd_split_stats(
 
 @triton.jit
 def _fwd_split_write(
-    x_ptr, y_ptr, stats_ptr, x_stride, y_stride,
-    WIDTH: tl.constexpr, BLOCK: tl.constexpr, CHUNKS: tl.constexpr, CHUNKS_P2: tl.constexpr,
+    x_ptr,
+    y_ptr,
+    stats_ptr,
+    x_stride,
+    y_stride,
+    WIDTH: tl.constexpr,
+    BLOCK: tl.constexpr,
+    CHUNKS: tl.constexpr,
+    CHUNKS_P2: tl.constexpr,
 ):
     # Every program merges its row's chunk statistics itself (CHUNKS pairs, tiny next to
     # the chunk) instead of a third launch doing it once per row.
@@ -134,8 +155,16 @@ def _fwd_split_write(
 
 @triton.jit
 def _fwd_split_one_launch(
-    x_ptr, y_ptr, stats_ptr, sync_ptr, x_stride, y_stride,
-    WIDTH: tl.constexpr, BLOCK: tl.constexpr, CHUNKS: tl.constexpr, CHUNKS_P2: tl.constexpr,
+    x_ptr,
+    y_ptr,
+    stats_ptr,
+    sync_ptr,
+    x_stride,
+    y_stride,
+    WIDTH: tl.constexpr,
+    BLOCK: tl.constexpr,
+    CHUNKS: tl.constexpr,
+    CHUNKS_P2: tl.constexpr,
 ):
     # The minimum traffic in one launch: each program reads its chunk once and keeps the
     # exponentials in registers while the row's programs swap (max, sum) through global
@@ -175,8 +204,16 @@ def _fwd_split_one_launch(
 
 @triton.jit(do_not_specialize=["n_rows"])
 def _bwd_block(
-    y_ptr, dy_ptr, dx_ptr, n_rows, y_stride, dy_stride, dx_stride,
-    WIDTH: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr,
+    y_ptr,
+    dy_ptr,
+    dx_ptr,
+    n_rows,
+    y_stride,
+    dy_stride,
+    dx_stride,
+    WIDTH: tl.constexpr,
+    BLOCK: tl.constexpr,
+    ROWS: tl.constexpr,
 ):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK)
@@ -191,8 +228,14 @@ def _bwd_block(
 
 @triton.jit
 def _bwd_looped(
-    y_ptr, dy_ptr, dx_ptr, y_stride, dy_stride, dx_stride,
-    WIDTH: tl.constexpr, BLOCK: tl.constexpr,
+    y_ptr,
+    dy_ptr,
+    dx_ptr,
+    y_stride,
+    dy_stride,
+    dx_stride,
+    WIDTH: tl.constexpr,
+    BLOCK: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
@@ -215,8 +258,14 @@ def _bwd_looped(
 
 @triton.jit
 def _bwd_split_dots(
-    y_ptr, dy_ptr, part_ptr, y_stride, dy_stride,
-    WIDTH: tl.constexpr, BLOCK: tl.constexpr, CHUNKS: tl.constexpr,
+    y_ptr,
+    dy_ptr,
+    part_ptr,
+    y_stride,
+    dy_stride,
+    WIDTH: tl.constexpr,
+    BLOCK: tl.constexpr,
+    CHUNKS: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
     chunk = tl.program_id(1)
@@ -229,8 +278,17 @@ def _bwd_split_dots(
 
 @triton.jit
 def _bwd_split_write(
-    y_ptr, dy_ptr, dx_ptr, part_ptr, y_stride, dy_stride, dx_stride,
-    WIDTH: tl.constexpr, BLOCK: tl.constexpr, CHUNKS: tl.constexpr, CHUNKS_P2: tl.constexpr,
+    y_ptr,
+    dy_ptr,
+    dx_ptr,
+    part_ptr,
+    y_stride,
+    dy_stride,
+    dx_stride,
+    WIDTH: tl.constexpr,
+    BLOCK: tl.constexpr,
+    CHUNKS: tl.constexpr,
+    CHUNKS_P2: tl.constexpr,
 ):
     # The partial dots are summed in chunk order by every program: same bits every run,
     # no atomics.
@@ -247,8 +305,18 @@ def _bwd_split_write(
 
 @triton.jit
 def _bwd_split_one_launch(
-    y_ptr, dy_ptr, dx_ptr, part_ptr, sync_ptr, y_stride, dy_stride, dx_stride,
-    WIDTH: tl.constexpr, BLOCK: tl.constexpr, CHUNKS: tl.constexpr, CHUNKS_P2: tl.constexpr,
+    y_ptr,
+    dy_ptr,
+    dx_ptr,
+    part_ptr,
+    sync_ptr,
+    y_stride,
+    dy_stride,
+    dx_stride,
+    WIDTH: tl.constexpr,
+    BLOCK: tl.constexpr,
+    CHUNKS: tl.constexpr,
+    CHUNKS_P2: tl.constexpr,
 ):
     # As _fwd_split_one_launch: y and dy are read once and stay in registers while the
     # row's partial dots are exchanged; they are summed in chunk order (deterministic).
@@ -286,8 +354,15 @@ def forward_rows(x2d: torch.Tensor, y2d: torch.Tensor, plan: RowPlan) -> None:
     if plan.kind == "block":
         grid = (triton.cdiv(n_rows, plan.rows_per_program),)
         _fwd_block[grid](
-            x2d, y2d, n_rows, x2d.stride(0), y2d.stride(0),
-            WIDTH=width, BLOCK=plan.block, ROWS=plan.rows_per_program, num_warps=plan.num_warps,
+            x2d,
+            y2d,
+            n_rows,
+            x2d.stride(0),
+            y2d.stride(0),
+            WIDTH=width,
+            BLOCK=plan.block,
+            ROWS=plan.rows_per_program,
+            num_warps=plan.num_warps,
         )
     elif plan.kind == "looped":
         _fwd_looped[(n_rows,)](
@@ -316,8 +391,15 @@ def backward_rows(y2d: torch.Tensor, dy2d: torch.Tensor, dx2d: torch.Tensor, pla
     if plan.kind == "block":
         grid = (triton.cdiv(n_rows, plan.rows_per_program),)
         _bwd_block[grid](
-            y2d, dy2d, dx2d, n_rows, *strides,
-            WIDTH=width, BLOCK=plan.block, ROWS=plan.rows_per_program, num_warps=plan.num_warps,
+            y2d,
+            dy2d,
+            dx2d,
+            n_rows,
+            *strides,
+            WIDTH=width,
+            BLOCK=plan.block,
+            ROWS=plan.rows_per_program,
+            num_warps=plan.num_warps,
         )
     elif plan.kind == "looped":
         _bwd_looped[(n_rows,)](y2d, dy2d, dx2d, *strides, WIDTH=width, BLOCK=plan.block, num_warps=plan.num_warps)

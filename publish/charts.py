@@ -24,22 +24,32 @@ class Chart:
         return Markup(json.dumps(self.figure, separators=(",", ":")).replace("</", "<\\/"))
 
 
-def bars(chart_id: str, title: str, categories: list[str], series: list[tuple[str, list[Num | None]]],
-         y_title: str, *, ref: tuple[str, float] | None = None, log_y: bool = False) -> Chart:
+def bars(
+    chart_id: str,
+    title: str,
+    categories: list[str],
+    series: list[tuple[str, list[Num | None]]],
+    y_title: str,
+    *,
+    ref: tuple[str, float] | None = None,
+    log_y: bool = False,
+) -> Chart:
     """Grouped bars: one trace per series, one group per category; ``None`` leaves a gap."""
     data = []
     for i, (name, nums) in enumerate(series):
-        data.append({
-            "type": "bar",
-            "name": name,
-            "x": categories,
-            "y": [n.value if n is not None else None for n in nums],
-            "text": [n.text() if n is not None else "" for n in nums],
-            "textposition": "none",
-            "customdata": [n.sources[0].run_id if n is not None and n.sources else "" for n in nums],
-            "hovertemplate": "%{x}<br>" + name + ": %{text}<br>run %{customdata}<extra></extra>",
-            "marker": {"color": PALETTE[i % len(PALETTE)]},
-        })
+        data.append(
+            {
+                "type": "bar",
+                "name": name,
+                "x": categories,
+                "y": [n.value if n is not None else None for n in nums],
+                "text": [n.text() if n is not None else "" for n in nums],
+                "textposition": "none",
+                "customdata": [n.sources[0].run_id if n is not None and n.sources else "" for n in nums],
+                "hovertemplate": "%{x}<br>" + name + ": %{text}<br>run %{customdata}<extra></extra>",
+                "marker": {"color": PALETTE[i % len(PALETTE)]},
+            }
+        )
     layout: dict = {
         "title": {"text": title, "font": {"size": 14}},
         "barmode": "group",
@@ -51,8 +61,27 @@ def bars(chart_id: str, title: str, categories: list[str], series: list[tuple[st
     }
     if ref is not None:
         label, value = ref
-        layout["shapes"] = [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": value, "y1": value,
-                             "line": {"dash": "dash", "width": 1.5, "color": "#444"}}]
-        layout["annotations"] = [{"xref": "paper", "x": 1, "y": value, "text": label, "showarrow": False,
-                                  "xanchor": "right", "yanchor": "bottom", "font": {"size": 11}}]
+        layout["shapes"] = [
+            {
+                "type": "line",
+                "xref": "paper",
+                "x0": 0,
+                "x1": 1,
+                "y0": value,
+                "y1": value,
+                "line": {"dash": "dash", "width": 1.5, "color": "#444"},
+            }
+        ]
+        layout["annotations"] = [
+            {
+                "xref": "paper",
+                "x": 1,
+                "y": value,
+                "text": label,
+                "showarrow": False,
+                "xanchor": "right",
+                "yanchor": "bottom",
+                "font": {"size": 11},
+            }
+        ]
     return Chart(chart_id, title, {"data": data, "layout": layout})

@@ -44,8 +44,10 @@ class Measurement:
         s = self.summary
         detail = ""
         if s is not None:
-            detail = (f"IQR {s.q1:.3g}-{s.q3:.3g} µs ({100 * s.spread:.1f}%), 95% CI of median {s.lo:.3g}-{s.hi:.3g} µs"
-                      f" · timer {self.raw.get('timer')}, {self.raw.get('calls_per_sample')} calls per sample")
+            detail = (
+                f"IQR {s.q1:.3g}-{s.q3:.3g} µs ({100 * s.spread:.1f}%), 95% CI of median {s.lo:.3g}-{s.hi:.3g} µs"
+                f" · timer {self.raw.get('timer')}, {self.raw.get('calls_per_sample')} calls per sample"
+            )
         n = s.n if s else 0
         return Source(self.run.run_id, self.case_id, self.variant, f"{statistic} of {n} samples", detail)
 
@@ -55,15 +57,23 @@ class Measurement:
 
     def gbps(self) -> Num:
         assert self.summary is not None
-        return Num(self.bytes / (self.summary.median * 1e3), "GBps", (self.source("bytes / median"),),
-                   note=f"{self.bytes:,} bytes counted from the problem")
+        return Num(
+            self.bytes / (self.summary.median * 1e3),
+            "GBps",
+            (self.source("bytes / median"),),
+            note=f"{self.bytes:,} bytes counted from the problem",
+        )
 
     def pct_copy(self) -> Num:
         assert self.summary is not None
         gbps = self.bytes / (self.summary.median * 1e3)
         peak = self.run.copy_peak
-        return Num(100 * gbps / peak, "pct", (self.source("bytes / median"),),
-                   note=f"of the {peak:,.0f} GB/s device copy measured in the same run")
+        return Num(
+            100 * gbps / peak,
+            "pct",
+            (self.source("bytes / median"),),
+            note=f"of the {peak:,.0f} GB/s device copy measured in the same run",
+        )
 
 
 @dataclass(frozen=True)
@@ -87,9 +97,14 @@ class CaseResult:
         assert r is not None
         css = "tie" if not r.resolved else ("win" if r.value > 1 else "loss")
         verdict = "resolved" if r.resolved else "unresolved: the 95% intervals overlap"
-        return Num(r.value, "x", (a.source("median"), b.source("median")),
-                   note=f"{peer} {b.summary.median:.4g} µs / {ours} {a.summary.median:.4g} µs; "  # type: ignore[union-attr]
-                   f"interval {r.lo:.3f}-{r.hi:.3f}×, {verdict}", css=css)
+        return Num(
+            r.value,
+            "x",
+            (a.source("median"), b.source("median")),
+            note=f"{peer} {b.summary.median:.4g} µs / {ours} {a.summary.median:.4g} µs; "  # type: ignore[union-attr]
+            f"interval {r.lo:.3f}-{r.hi:.3f}×, {verdict}",
+            css=css,
+        )
 
     def ratio(self, num: str, den: str) -> Ratio | None:
         a, b = self.get(num), self.get(den)

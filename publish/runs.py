@@ -50,7 +50,8 @@ def load_run(path: Path, root: Path) -> Run:
     try:
         doc = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
-        raise RunFileError(source, "(file)", f"is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+        where = f"line {exc.lineno} column {exc.colno}"
+        raise RunFileError(source, "(file)", f"is not valid JSON: {exc.msg} at {where}") from exc
     except ValueError as exc:
         raise RunFileError(source, "(file)", str(exc)) from exc
     validate_run(doc, source)
@@ -75,12 +76,18 @@ def load_runs(data_dir: Path) -> list[Run]:
     for path in sorted(runs_dir.glob("*/*.json")):
         run = load_run(path, data_dir.parent)
         if run.run_id in seen:
-            raise RunFileError(str(path.relative_to(data_dir.parent)), "run_id",
-                               f"duplicate run id {run.run_id!r} (also in {seen[run.run_id]})")
+            raise RunFileError(
+                str(path.relative_to(data_dir.parent)),
+                "run_id",
+                f"duplicate run id {run.run_id!r} (also in {seen[run.run_id]})",
+            )
         seen[run.run_id] = path
         runs.append(run)
     for stray in sorted(runs_dir.rglob("*")):
         if stray.is_file() and stray.suffix != ".json":
-            raise RunFileError(str(stray.relative_to(data_dir.parent)), "(file)",
-                               "is not a run file (only <study>/<run_id>.json belong under data/runs)")
+            raise RunFileError(
+                str(stray.relative_to(data_dir.parent)),
+                "(file)",
+                "is not a run file (only <study>/<run_id>.json belong under data/runs)",
+            )
     return sorted(runs, key=lambda r: (r.started, r.run_id))

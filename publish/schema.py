@@ -55,8 +55,9 @@ class _Checker:
             self.fail(where, f"must be {names}, got {type(value).__name__}")
         return value
 
-    def number(self, obj: dict[str, Any], key: str, path: str, *, positive: bool = False,
-               nullable: bool = False) -> float | None:
+    def number(
+        self, obj: dict[str, Any], key: str, path: str, *, positive: bool = False, nullable: bool = False
+    ) -> float | None:
         value = self.typed(obj, key, path, (int, float), nullable=nullable)
         where = f"{path}.{key}" if path else key
         if value is None:

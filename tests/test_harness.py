@@ -83,7 +83,11 @@ def header(study: str = "toy") -> dict:
         "code": {"commit": "0123456789abcdef", "dirty": False},
         "env": {
             "gpu": {"name": "host", "sm_count": 1, "l2_bytes": 0},
-            "driver": None, "cuda": None, "torch": torch.__version__, "triton": None, "python": "3",
+            "driver": None,
+            "cuda": None,
+            "torch": torch.__version__,
+            "triton": None,
+            "python": "3",
             "before": {"sm_clock_mhz": None, "utilization_pct": None},
             "peaks": {"copy_GBps": 1.0, "mm_bf16_TFLOPs": 1.0},
         },
@@ -130,9 +134,15 @@ def test_writer_refuses_to_overwrite_and_to_write_bad_data(tmp_path) -> None:
     bad = header()
     bad["run_id"] += "-2"
     writer = RunWriter(tmp_path, bad, allow_host_timer=True)
-    entry = {"id": "a", "case": {"op": "x", "direction": "fwd", "dtype": "fp32", "l2": "warm"}, "bytes": 1,
-             "flops": 1, "variants": {"v": {"samples_us": [float("nan")], "error": None, "check": None,
-                                            "timer": "host-clock", "meta": {}}}}
+    entry = {
+        "id": "a",
+        "case": {"op": "x", "direction": "fwd", "dtype": "fp32", "l2": "warm"},
+        "bytes": 1,
+        "flops": 1,
+        "variants": {
+            "v": {"samples_us": [float("nan")], "error": None, "check": None, "timer": "host-clock", "meta": {}}
+        },
+    }
     with pytest.raises(RunFileError, match=r"cases\[0\]\.variants\.v\.samples_us\[0\]"):
         writer.add_case(entry)
     assert json.loads(writer.path.read_text())["cases"] == []  # the file on disk is untouched
@@ -153,7 +163,11 @@ def test_softmax_study_declares_peers_and_checks_them() -> None:
     assert names == ["triton", "torch", "eager", "compile", "liger"]
     wide = {**case, "rows": 4, "cols": 200000}
     assert [v.name for v in SOFTMAX.variants(wide)][:4] == [
-        "triton", "triton-looped", "triton-split", "triton-split-1launch"]
+        "triton",
+        "triton-looped",
+        "triton-split",
+        "triton-split-1launch",
+    ]
     # Run the cheap variants end to end on CPU; compile and Liger are GPU business.
     study = SOFTMAX
 

@@ -27,9 +27,18 @@ from kernels.softmax import (
 
 pytestmark = pytest.mark.gpu
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
-KERNELS = [_fwd_block, _fwd_looped, _fwd_split_stats, _fwd_split_write,
-           _bwd_block, _bwd_looped, _bwd_split_dots, _bwd_split_write,
-           _fwd_split_one_launch, _bwd_split_one_launch]
+KERNELS = [
+    _fwd_block,
+    _fwd_looped,
+    _fwd_split_stats,
+    _fwd_split_write,
+    _bwd_block,
+    _bwd_looped,
+    _bwd_split_dots,
+    _bwd_split_write,
+    _fwd_split_one_launch,
+    _bwd_split_one_launch,
+]
 
 
 def ref_softmax(x: torch.Tensor) -> torch.Tensor:
@@ -43,9 +52,18 @@ def randn(shape, dtype, scale=4.0):
 
 
 SHAPES = [
-    ((16384, 4096), None), ((8192, 32768), None), ((4, 32769), None), ((4, 32769), "looped"),
-    ((64, 131072), None), ((64, 131072), "looped"), ((8, 1048576), None), ((8, 1048576), "looped"),
-    ((1, 1048576), "split"), ((300, 12289), "split"), ((2048, 16384), "block"), ((1, 1), None),
+    ((16384, 4096), None),
+    ((8192, 32768), None),
+    ((4, 32769), None),
+    ((4, 32769), "looped"),
+    ((64, 131072), None),
+    ((64, 131072), "looped"),
+    ((8, 1048576), None),
+    ((8, 1048576), "looped"),
+    ((1, 1048576), "split"),
+    ((300, 12289), "split"),
+    ((2048, 16384), "block"),
+    ((1, 1), None),
 ]
 
 

@@ -25,8 +25,16 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 # Row counts x widths: from launch-bound (32 x 127) through DRAM-bound (16384 x 4096,
 # 8192 x 32768) to few wide rows that need the looped and split plans.
 SHAPES = [
-    (32, 127), (1024, 1024), (512, 4097), (4096, 4096), (16384, 1024), (16384, 4096),
-    (8192, 32768), (4, 32769), (64, 131072), (8, 1048576),
+    (32, 127),
+    (1024, 1024),
+    (512, 4097),
+    (4096, 4096),
+    (16384, 1024),
+    (16384, 4096),
+    (8192, 32768),
+    (4, 32769),
+    (64, 131072),
+    (8, 1048576),
 ]
 FP32_SHAPES = [(1024, 1024), (16384, 4096), (64, 131072)]
 QUICK_SHAPES = [(32, 127), (16384, 4096), (64, 131072)]
@@ -155,13 +163,23 @@ class SoftmaxStudy:
             for plan in ("looped", "split"):
                 b, m = _ours(plan)
                 out.append(Variant(f"triton-{plan}", f"Triton, {plan} plan forced", b, m))
-            out.append(Variant("triton-split-1launch", "Triton, split in one launch (rejected)",
-                               _one_launch_split, lambda c: _one_launch_plan(c).describe()))
+            out.append(
+                Variant(
+                    "triton-split-1launch",
+                    "Triton, split in one launch (rejected)",
+                    _one_launch_split,
+                    lambda c: _one_launch_plan(c).describe(),
+                )
+            )
         out += [
             Variant("torch", "torch.softmax", lambda c: _apply(lambda x: torch.softmax(x, dim=-1), c)),
             Variant("eager", "unfused eager composition", lambda c: _apply(_eager_composition, c)),
-            Variant("compile", "torch.compile(torch.softmax)", _compiled,
-                    lambda c: {"mode": "default", "dynamic": False, "fullgraph": True}),
+            Variant(
+                "compile",
+                "torch.compile(torch.softmax)",
+                _compiled,
+                lambda c: {"mode": "default", "dynamic": False, "fullgraph": True},
+            ),
             Variant("liger", "Liger-Kernel", _liger, _liger_meta),
         ]
         return out

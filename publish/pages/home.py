@@ -27,8 +27,10 @@ def headline(data: SiteData) -> Table:
     results = data.studies["softmax"]
     cols = [
         Column("shape", "Softmax, bf16 forward, cold L2", numeric=False),
-        Column("ours", "Ours"), Column("pct", "% copy"),
-        Column("best", "Fastest peer", numeric=False), Column("vs_best", "vs fastest peer"),
+        Column("ours", "Ours"),
+        Column("pct", "% copy"),
+        Column("best", "Fastest peer", numeric=False),
+        Column("vs_best", "vs fastest peer"),
         Column("vs_compile", "vs torch.compile"),
     ]
     table = Table("home-headline", "Headline: our softmax against the fastest alternative, per shape", cols)
@@ -38,12 +40,16 @@ def headline(data: SiteData) -> Table:
             continue
         timed = [p for p in PEERS if c.get(p) is not None]
         best = min(timed, key=lambda p: c.get(p).summary.median) if timed else None  # type: ignore[union-attr]
-        table.rows.append({
-            "shape": c.shape, "ours": c.get(OURS).time(), "pct": c.get(OURS).pct_copy(),  # type: ignore[union-attr]
-            "best": Text(PEERS[best]) if best else Text("—"),
-            "vs_best": c.speedup(OURS, best) if best else None,
-            "vs_compile": c.speedup(OURS, "compile"),
-        })
+        table.rows.append(
+            {
+                "shape": c.shape,
+                "ours": c.get(OURS).time(),
+                "pct": c.get(OURS).pct_copy(),  # type: ignore[union-attr]
+                "best": Text(PEERS[best]) if best else Text("—"),
+                "vs_best": c.speedup(OURS, best) if best else None,
+                "vs_compile": c.speedup(OURS, "compile"),
+            }
+        )
     return table
 
 
@@ -53,7 +59,8 @@ def context(data: SiteData) -> dict[str, Any]:
     return {
         "latest": latest,
         "peaks": peaks(latest) if latest else None,
-        "recent": [(r, Num(len(r.doc["cases"]), "count", (Source(r.run_id, statistic="cases in the file"),)))
-                   for r in recent],
+        "recent": [
+            (r, Num(len(r.doc["cases"]), "count", (Source(r.run_id, statistic="cases in the file"),))) for r in recent
+        ],
         "headline": headline(data),
     }

@@ -36,8 +36,10 @@ def _shape_key(c: CaseResult) -> tuple[int, int]:
 
 
 def _shapes(results: StudyResults, direction: str, dtype: str) -> list[tuple[int, int]]:
-    seen = sorted({(c.params["rows"], c.params["cols"]) for c in results.where(direction=direction, dtype=dtype)},
-                  key=lambda rc: (rc[1], rc[0]))
+    seen = sorted(
+        {(c.params["rows"], c.params["cols"]) for c in results.where(direction=direction, dtype=dtype)},
+        key=lambda rc: (rc[1], rc[0]),
+    )
     return seen
 
 
@@ -45,8 +47,11 @@ def _refusal(c: CaseResult, variant: str) -> Text:
     m = c.variants.get(variant)
     if m is None:
         return Text("—", "not run for this case")
-    return Text("refused" if (m.error or "").startswith("refused") or "Error" in (m.error or "") else "failed",
-                m.error or "", "refused")
+    return Text(
+        "refused" if (m.error or "").startswith("refused") or "Error" in (m.error or "") else "failed",
+        m.error or "",
+        "refused",
+    )
 
 
 def speed_table(results: StudyResults, direction: str, dtype: str) -> Table | None:
@@ -60,8 +65,11 @@ def speed_table(results: StudyResults, direction: str, dtype: str) -> Table | No
         Column("gbps", "GB/s", "bytes counted from the problem / median time"),
         Column("pct", "% copy", "of the device-copy bandwidth measured in the same run"),
     ] + [Column(p, f"vs {label}", f"{label} time / our time: above 1.00× we are faster") for p, label in PEERS.items()]
-    table = Table(f"softmax-{_slug(direction)}-{dtype}", f"{DIRECTIONS[direction]}, {dtype}: our time and speedup "
-                  "over each peer", cols)
+    table = Table(
+        f"softmax-{_slug(direction)}-{dtype}",
+        f"{DIRECTIONS[direction]}, {dtype}: our time and speedup over each peer",
+        cols,
+    )
     for rows, width in shapes:
         for l2 in ("cold", "warm"):
             c = results.find(direction=direction, dtype=dtype, rows=rows, cols=width, l2=l2)
@@ -87,8 +95,11 @@ def time_table(results: StudyResults, direction: str, dtype: str) -> Table | Non
     cols = [Column("shape", "Shape", numeric=False), Column("l2", "L2", numeric=False)] + [
         Column(v, LABELS[v], "median µs") for v in present
     ]
-    table = Table(f"softmax-{_slug(direction)}-{dtype}-times", f"{DIRECTIONS[direction]}, {dtype}: median time of "
-                  "every variant (µs)", cols)
+    table = Table(
+        f"softmax-{_slug(direction)}-{dtype}-times",
+        f"{DIRECTIONS[direction]}, {dtype}: median time of every variant (µs)",
+        cols,
+    )
     for rows, width in _shapes(results, direction, dtype):
         for l2 in ("cold", "warm"):
             c = results.find(direction=direction, dtype=dtype, rows=rows, cols=width, l2=l2)
@@ -103,9 +114,11 @@ def time_table(results: StudyResults, direction: str, dtype: str) -> Table | Non
 
 
 def plans_table(results: StudyResults) -> Table:
-    cols = [Column("case", "Case", numeric=False), Column("l2", "L2", numeric=False)] + [
-        Column(v, label, "median µs") for v, label in PLANS.items()
-    ] + [Column("chosen", "Planner chose", numeric=False)]
+    cols = (
+        [Column("case", "Case", numeric=False), Column("l2", "L2", numeric=False)]
+        + [Column(v, label, "median µs") for v, label in PLANS.items()]
+        + [Column("chosen", "Planner chose", numeric=False)]
+    )
     table = Table("softmax-plans", "Wide rows: every plan timed in the same run (bf16)", cols)
     for direction in DIRECTIONS:
         for c in results.where(direction=direction, dtype="bf16"):
@@ -131,21 +144,28 @@ def _why(c: CaseResult, peer: str, ratio_lo: float, ratio_hi: float, resolved: b
         return "Unresolved: the 95% intervals of the two medians overlap, so this is not a measured loss."
     if ratio_lo >= 0.97:
         pct = ours.pct_copy().value
-        return (f"Within 3%: both run near the same bound (ours at {pct:.0f}% of the copy bandwidth); the gap is "
-                "smaller than differences between runs seen elsewhere on this page.")
+        return (
+            f"Within 3%: both run near the same bound (ours at {pct:.0f}% of the copy bandwidth); the gap is "
+            "smaller than differences between runs seen elsewhere on this page."
+        )
     packed = ours.meta.get("rows_per_program", 1)
     if peer == "liger" and ours.summary is not None and ours.summary.median < 10:
-        return (f"A latency-bound case of a few µs. We pack {packed} rows per program (a choice measured best at "
-                "16384×1024); Liger runs one row per program, so it launches more, shorter programs, which "
-                "likely finish sooner when there is little data. A hypothesis, not yet tested: next, pack rows "
-                "only when there are many of them.")
+        return (
+            f"A latency-bound case of a few µs. We pack {packed} rows per program (a choice measured best at "
+            "16384×1024); Liger runs one row per program, so it launches more, shorter programs, which "
+            "likely finish sooner when there is little data. A hypothesis, not yet tested: next, pack rows "
+            "only when there are many of them."
+        )
     return "Not yet explained."
 
 
 def losses_table(results: StudyResults) -> Table:
     cols = [
-        Column("case", "Case", numeric=False), Column("peer", "Faster peer", numeric=False),
-        Column("ours", "Ours"), Column("theirs", "Peer"), Column("ratio", "Speedup", "below 1.00×: we are slower"),
+        Column("case", "Case", numeric=False),
+        Column("peer", "Faster peer", numeric=False),
+        Column("ours", "Ours"),
+        Column("theirs", "Peer"),
+        Column("ratio", "Speedup", "below 1.00×: we are slower"),
         Column("why", "Why", numeric=False),
     ]
     table = Table("softmax-losses", "Every case where a peer's median beat ours", cols)
@@ -156,11 +176,16 @@ def losses_table(results: StudyResults) -> Table:
                 continue
             ours, theirs = c.get(OURS), c.get(peer)
             assert ours is not None and theirs is not None
-            table.rows.append({
-                "case": Text(c.case_id.replace("x", "×")), "peer": PEERS[peer], "ours": ours.time(),
-                "theirs": theirs.time(), "ratio": c.speedup(OURS, peer),
-                "why": Text(_why(c, peer, r.lo, r.hi, r.resolved)),
-            })
+            table.rows.append(
+                {
+                    "case": Text(c.case_id.replace("x", "×")),
+                    "peer": PEERS[peer],
+                    "ours": ours.time(),
+                    "theirs": theirs.time(),
+                    "ratio": c.speedup(OURS, peer),
+                    "why": Text(_why(c, peer, r.lo, r.hi, r.resolved)),
+                }
+            )
     return table
 
 
@@ -174,9 +199,14 @@ def _bandwidth_chart(results: StudyResults, direction: str, l2: str) -> Chart | 
     variants = [OURS, "liger", "compile", "torch", "eager"]
     series = [(LABELS[v], [c.get(v).gbps() if c.get(v) else None for c in cases]) for v in variants]
     peak = cases[0].run.copy_peak
-    return bars(f"softmax-{_slug(direction)}-bw-{l2}", f"{DIRECTIONS[direction]}, bf16, {l2} L2: achieved bandwidth",
-                [c.shape for c in cases], series, "GB/s (bytes counted from the problem)",
-                ref=(f"device copy, same run: {peak:,.0f} GB/s", peak))
+    return bars(
+        f"softmax-{_slug(direction)}-bw-{l2}",
+        f"{DIRECTIONS[direction]}, bf16, {l2} L2: achieved bandwidth",
+        [c.shape for c in cases],
+        series,
+        "GB/s (bytes counted from the problem)",
+        ref=(f"device copy, same run: {peak:,.0f} GB/s", peak),
+    )
 
 
 def _plans_chart(results: StudyResults) -> Chart | None:
@@ -184,23 +214,37 @@ def _plans_chart(results: StudyResults) -> Chart | None:
     if not cases:
         return None
     series = [(label, [c.get(v).time() if c.get(v) else None for c in cases]) for v, label in PLANS.items()]
-    return bars("softmax-plans-chart", "Wide rows, forward, bf16, cold L2: time of each plan",
-                [c.shape for c in cases], series, "µs (log scale)", log_y=True)
+    return bars(
+        "softmax-plans-chart",
+        "Wide rows, forward, bf16, cold L2: time of each plan",
+        [c.shape for c in cases],
+        series,
+        "µs (log scale)",
+        log_y=True,
+    )
 
 
 def _warm_cold_chart(results: StudyResults) -> Chart | None:
     cold = results.where(direction="fwd", dtype="bf16", l2="cold")
     if not cold:
         return None
-    warm = [results.find(direction="fwd", dtype="bf16", rows=c.params["rows"], cols=c.params["cols"], l2="warm")
-            for c in cold]
+    warm = [
+        results.find(direction="fwd", dtype="bf16", rows=c.params["rows"], cols=c.params["cols"], l2="warm")
+        for c in cold
+    ]
     series = [
         ("cold L2", [c.get(OURS).gbps() if c.get(OURS) else None for c in cold]),
         ("warm L2", [w.get(OURS).gbps() if w is not None and w.get(OURS) else None for w in warm]),
     ]
     peak = cold[0].run.copy_peak
-    return bars("softmax-warm-cold", "Ours, forward, bf16: warm against cold L2", [c.shape for c in cold], series,
-                "GB/s", ref=(f"device copy: {peak:,.0f} GB/s", peak))
+    return bars(
+        "softmax-warm-cold",
+        "Ours, forward, bf16: warm against cold L2",
+        [c.shape for c in cold],
+        series,
+        "GB/s",
+        ref=(f"device copy: {peak:,.0f} GB/s", peak),
+    )
 
 
 # ----------------------------------------------------------------------------- claims
@@ -214,19 +258,36 @@ def _targets(results: StudyResults) -> list[Claim]:
             continue
         ours = c.get(OURS)
         pct = ours.pct_copy()  # type: ignore[union-attr]
-        out.append(Claim(
-            f"target-copy-peak-{l2}",
-            sentence("16384×4096 bf16 forward, {l2} L2: at least 90% of the copy bandwidth. Measured {gbps}, "
-                     "{pct} of the copy measured in the same run.", l2=l2, gbps=ours.gbps(), pct=pct),  # type: ignore[union-attr]
-            pct.value >= 90, "target"))
+        out.append(
+            Claim(
+                f"target-copy-peak-{l2}",
+                sentence(
+                    "16384×4096 bf16 forward, {l2} L2: at least 90% of the copy bandwidth. Measured {gbps}, "
+                    "{pct} of the copy measured in the same run.",
+                    l2=l2,
+                    gbps=ours.gbps(),
+                    pct=pct,
+                ),  # type: ignore[union-attr]
+                pct.value >= 90,
+                "target",
+            )
+        )
     # No slower than Liger at every shape it accepts: a loss counts only when resolved.
     accepted = [c for c in results.cases.values() if c.get("liger") is not None and c.get(OURS) is not None]
     losses = [c for c in accepted if (r := c.ratio("liger", OURS)) is not None and r.value < 1 and r.resolved]
-    out.append(Claim(
-        "target-liger",
-        sentence("No slower than Liger-Kernel at every case it accepts. Slower (resolved) in {n} of {total} cases; "
-                 "they are listed under Losses below.", n=Num(len(losses), "count"), total=Num(len(accepted), "count")),
-        not losses, "target"))
+    out.append(
+        Claim(
+            "target-liger",
+            sentence(
+                "No slower than Liger-Kernel at every case it accepts. Slower (resolved) in {n} of {total} cases; "
+                "they are listed under Losses below.",
+                n=Num(len(losses), "count"),
+                total=Num(len(accepted), "count"),
+            ),
+            not losses,
+            "target",
+        )
+    )
     for l2 in ("cold", "warm"):
         c = results.find(direction="fwd", dtype="bf16", rows=64, cols=131072, l2=l2)
         if c is None:
@@ -234,14 +295,28 @@ def _targets(results: StudyResults) -> list[Claim]:
         vs_compile, vs_torch = c.speedup(OURS, "compile"), c.speedup(OURS, "torch")
         if vs_compile is None or vs_torch is None:
             continue
-        out.append(Claim(
-            f"target-wide-compile-{l2}",
-            sentence("64×131072 bf16 forward, {l2} L2: at least 3× faster than torch.compile. Measured {x}.",
-                     l2=l2, x=vs_compile), vs_compile.value >= 3, "target"))
-        out.append(Claim(
-            f"target-wide-torch-{l2}",
-            sentence("64×131072 bf16 forward, {l2} L2: faster than torch.softmax. Measured {x}.", l2=l2, x=vs_torch),
-            vs_torch.value > 1 and "loss" not in vs_torch.css, "target"))
+        out.append(
+            Claim(
+                f"target-wide-compile-{l2}",
+                sentence(
+                    "64×131072 bf16 forward, {l2} L2: at least 3× faster than torch.compile. Measured {x}.",
+                    l2=l2,
+                    x=vs_compile,
+                ),
+                vs_compile.value >= 3,
+                "target",
+            )
+        )
+        out.append(
+            Claim(
+                f"target-wide-torch-{l2}",
+                sentence(
+                    "64×131072 bf16 forward, {l2} L2: faster than torch.softmax. Measured {x}.", l2=l2, x=vs_torch
+                ),
+                vs_torch.value > 1 and "loss" not in vs_torch.css,
+                "target",
+            )
+        )
     return out
 
 
@@ -254,56 +329,93 @@ def _observations(results: StudyResults) -> list[Claim]:
         refused = [c for c in wide if c.get("liger") is None]
         accepted = [c for c in narrow if c.get("liger") is not None]
         example = wide[0].variants["liger"].error or ""
-        out.append(Claim(
-            "liger-refuses-wide",
-            sentence("Liger-Kernel refuses rows wider than 65536 elements: it declined {r} of {w} such cases and "
-                     "accepted {a} of {n} narrower ones. Its message: \u201c{msg}\u201d",
-                     r=Num(len(refused), "count"), w=Num(len(wide), "count"), a=Num(len(accepted), "count"),
-                     n=Num(len(narrow), "count"), msg=example[:160]),
-            len(refused) == len(wide) and len(accepted) == len(narrow)))
+        out.append(
+            Claim(
+                "liger-refuses-wide",
+                sentence(
+                    "Liger-Kernel refuses rows wider than 65536 elements: it declined {r} of {w} such cases and "
+                    "accepted {a} of {n} narrower ones. Its message: \u201c{msg}\u201d",
+                    r=Num(len(refused), "count"),
+                    w=Num(len(wide), "count"),
+                    a=Num(len(accepted), "count"),
+                    n=Num(len(narrow), "count"),
+                    msg=example[:160],
+                ),
+                len(refused) == len(wide) and len(accepted) == len(narrow),
+            )
+        )
     few = [c for c in results.cases.values() if "triton-split" in c.variants and c.params["rows"] < 132]
     split_wins = [c for c in few if (r := c.ratio("triton-looped", "triton-split")) is not None and r.value > 1]
     if few:
         best = max(few, key=lambda c: c.ratio("triton-looped", "triton-split").value)  # type: ignore[union-attr]
-        out.append(Claim(
-            "split-wins-few-rows",
-            sentence("Splitting a row across programs pays when rows are fewer than the SMs: the split plan beat "
-                     "the looped plan in {k} of {n} such cases, by up to {x} ({case}).",
-                     k=Num(len(split_wins), "count"), n=Num(len(few), "count"),
-                     x=best.speedup("triton-split", "triton-looped"), case=best.case_id),  # type: ignore[arg-type]
-            len(split_wins) == len(few)))
+        out.append(
+            Claim(
+                "split-wins-few-rows",
+                sentence(
+                    "Splitting a row across programs pays when rows are fewer than the SMs: the split plan beat "
+                    "the looped plan in {k} of {n} such cases, by up to {x} ({case}).",
+                    k=Num(len(split_wins), "count"),
+                    n=Num(len(few), "count"),
+                    x=best.speedup("triton-split", "triton-looped"),
+                    case=best.case_id,
+                ),  # type: ignore[arg-type]
+                len(split_wins) == len(few),
+            )
+        )
     many = [c for c in results.cases.values() if "triton-split" in c.variants and c.params["rows"] >= 132]
     loop_wins = [c for c in many if (r := c.ratio("triton-split", "triton-looped")) is not None and r.value > 1]
     if many:
         c0 = many[0]
-        out.append(Claim(
-            "loop-wins-many-rows",
-            sentence("With rows enough to fill the GPU, looping beats splitting: looped was faster in {k} of {n} "
-                     "such cases ({case}: {x} over split).", k=Num(len(loop_wins), "count"),
-                     n=Num(len(many), "count"), case=c0.case_id,
-                     x=c0.speedup("triton-looped", "triton-split") or "—"),  # type: ignore[arg-type]
-            len(loop_wins) == len(many)))
+        out.append(
+            Claim(
+                "loop-wins-many-rows",
+                sentence(
+                    "With rows enough to fill the GPU, looping beats splitting: looped was faster in {k} of {n} "
+                    "such cases ({case}: {x} over split).",
+                    k=Num(len(loop_wins), "count"),
+                    n=Num(len(many), "count"),
+                    case=c0.case_id,
+                    x=c0.speedup("triton-looped", "triton-split") or "—",
+                ),  # type: ignore[arg-type]
+                len(loop_wins) == len(many),
+            )
+        )
     one = [c for c in results.cases.values() if "triton-split-1launch" in c.variants and c.params["dtype"] != "fp32"]
     one_slower = [c for c in one if (r := c.ratio("triton-split-1launch", "triton-split")) is not None and r.value > 1]
     if one:
         worst = max(one_slower or one, key=lambda c: c.ratio("triton-split-1launch", "triton-split").value)  # type: ignore[union-attr]
-        out.append(Claim(
-            "one-launch-split-loses",
-            sentence("Negative result: the one-launch split, which reads each row once instead of twice, was slower "
-                     "than the two-launch split in {k} of {n} bf16 and fp16 wide cases, by up to {x} ({case}).",
-                     k=Num(len(one_slower), "count"), n=Num(len(one), "count"),
-                     x=worst.speedup("triton-split", "triton-split-1launch"), case=worst.case_id),  # type: ignore[arg-type]
-            len(one_slower) == len(one)))
+        out.append(
+            Claim(
+                "one-launch-split-loses",
+                sentence(
+                    "Negative result: the one-launch split, which reads each row once instead of twice, was slower "
+                    "than the two-launch split in {k} of {n} bf16 and fp16 wide cases, by up to {x} ({case}).",
+                    k=Num(len(one_slower), "count"),
+                    n=Num(len(one), "count"),
+                    x=worst.speedup("triton-split", "triton-split-1launch"),
+                    case=worst.case_id,
+                ),  # type: ignore[arg-type]
+                len(one_slower) == len(one),
+            )
+        )
     fp32 = [c for c in results.cases.values() if "triton-split-1launch" in c.variants and c.params["dtype"] == "fp32"]
     fp32_wins = [c for c in fp32 if (r := c.ratio("triton-split", "triton-split-1launch")) is not None and r.value > 1]
     if fp32:
         c0 = max(fp32, key=lambda c: c.ratio("triton-split", "triton-split-1launch").value)  # type: ignore[union-attr]
-        out.append(Claim(
-            "one-launch-split-fp32",
-            sentence("In fp32, where a 4096-wide chunk is twice the bytes, the one-launch split won {k} of {n} cases "
-                     "(best {x} at {case}).", k=Num(len(fp32_wins), "count"), n=Num(len(fp32), "count"),
-                     x=c0.speedup("triton-split-1launch", "triton-split"), case=c0.case_id),  # type: ignore[arg-type]
-            len(fp32_wins) > 0))
+        out.append(
+            Claim(
+                "one-launch-split-fp32",
+                sentence(
+                    "In fp32, where a 4096-wide chunk is twice the bytes, the one-launch split won {k} of {n} cases "
+                    "(best {x} at {case}).",
+                    k=Num(len(fp32_wins), "count"),
+                    n=Num(len(fp32), "count"),
+                    x=c0.speedup("triton-split-1launch", "triton-split"),
+                    case=c0.case_id,
+                ),  # type: ignore[arg-type]
+                len(fp32_wins) > 0,
+            )
+        )
     warm_fast = []
     for c in results.where(direction="fwd", l2="warm"):
         m = c.get(OURS)
@@ -311,29 +423,48 @@ def _observations(results: StudyResults) -> list[Claim]:
             warm_fast.append(c)
     if warm_fast:
         best_warm = max(warm_fast, key=lambda c: c.get(OURS).gbps().value)  # type: ignore[union-attr]
-        out.append(Claim(
-            "warm-exceeds-dram",
-            sentence("Warm numbers can exceed DRAM: with inputs left in L2, {case} moved {gbps}, {pct} of the "
-                     "device copy. Warm results describe repeated calls on cache-resident data, not saved traffic.",
-                     case=best_warm.case_id, gbps=best_warm.get(OURS).gbps(),  # type: ignore[union-attr]
-                     pct=best_warm.get(OURS).pct_copy()),  # type: ignore[union-attr]
-            True))
+        out.append(
+            Claim(
+                "warm-exceeds-dram",
+                sentence(
+                    "Warm numbers can exceed DRAM: with inputs left in L2, {case} moved {gbps}, {pct} of the "
+                    "device copy. Warm results describe repeated calls on cache-resident data, not saved traffic.",
+                    case=best_warm.case_id,
+                    gbps=best_warm.get(OURS).gbps(),  # type: ignore[union-attr]
+                    pct=best_warm.get(OURS).pct_copy(),
+                ),  # type: ignore[union-attr]
+                True,
+            )
+        )
     big = results.find(direction="fwd", dtype="bf16", rows=16384, cols=4096, l2="cold")
     if big is not None and big.get("liger") is not None and big.get(OURS) is not None:
         r = big.ratio("liger", OURS)
-        out.append(Claim(
-            "dram-bound-tie",
-            sentence("At the DRAM-bound 16384×4096 both fused kernels sit at the copy bandwidth: ours {a}, Liger "
-                     "{b}; the speedup {x} is a tie, not a win.", a=big.get(OURS).pct_copy(),  # type: ignore[union-attr]
-                     b=big.get("liger").pct_copy(), x=big.speedup(OURS, "liger")),  # type: ignore[union-attr, arg-type]
-            r is not None and abs(r.value - 1) < 0.03))
+        out.append(
+            Claim(
+                "dram-bound-tie",
+                sentence(
+                    "At the DRAM-bound 16384×4096 both fused kernels sit at the copy bandwidth: ours {a}, Liger "
+                    "{b}; the speedup {x} is a tie, not a win.",
+                    a=big.get(OURS).pct_copy(),  # type: ignore[union-attr]
+                    b=big.get("liger").pct_copy(),
+                    x=big.speedup(OURS, "liger"),
+                ),  # type: ignore[union-attr, arg-type]
+                r is not None and abs(r.value - 1) < 0.03,
+            )
+        )
         eager = big.speedup(OURS, "eager")
         if eager is not None:
-            out.append(Claim(
-                "fusion-vs-eager",
-                sentence("Fusion is the first-order effect: the unfused composition (upcast, max, subtract, exp, sum, "
-                         "divide) took {x} as long as ours at 16384×4096 bf16.", x=eager),
-                eager.value > 5))
+            out.append(
+                Claim(
+                    "fusion-vs-eager",
+                    sentence(
+                        "Fusion is the first-order effect: the unfused composition (upcast, max, subtract, exp, sum, "
+                        "divide) took {x} as long as ours at 16384×4096 bf16.",
+                        x=eager,
+                    ),
+                    eager.value > 5,
+                )
+            )
     return out
 
 
@@ -343,11 +474,17 @@ def _decision(results: StudyResults, targets: list[Claim]) -> dict[str, Any]:
     small = results.find(direction="fwd", dtype="bf16", rows=32, cols=127, l2="warm")
     evidence: list[Markup] = []
     if big is not None and big.get(OURS):
-        evidence.append(sentence("{pct} of the copy bandwidth at 16384×4096 bf16 forward (cold)",
-                                 pct=big.get(OURS).pct_copy()))  # type: ignore[union-attr]
+        evidence.append(
+            sentence("{pct} of the copy bandwidth at 16384×4096 bf16 forward (cold)", pct=big.get(OURS).pct_copy())
+        )  # type: ignore[union-attr]
     if wide is not None and wide.speedup(OURS, "compile"):
-        evidence.append(sentence("{x} over torch.compile and {y} over torch.softmax at 64×131072 (cold)",
-                                 x=wide.speedup(OURS, "compile"), y=wide.speedup(OURS, "torch")))  # type: ignore[arg-type]
+        evidence.append(
+            sentence(
+                "{x} over torch.compile and {y} over torch.softmax at 64×131072 (cold)",
+                x=wide.speedup(OURS, "compile"),
+                y=wide.speedup(OURS, "torch"),
+            )
+        )  # type: ignore[arg-type]
     if small is not None and small.speedup(OURS, "liger"):
         evidence.append(sentence("{x} against Liger at 32×127 (warm): a loss", x=small.speedup(OURS, "liger")))  # type: ignore[arg-type]
     return {
@@ -366,8 +503,16 @@ def context(results: StudyResults) -> dict[str, Any]:
             if (t := time_table(results, direction, dtype)) is not None:
                 times.append((direction, dtype, t))
     targets = _targets(results)
-    charts = [c for c in (_bandwidth_chart(results, "fwd", "cold"), _bandwidth_chart(results, "fwd+bwd", "cold"),
-                          _plans_chart(results), _warm_cold_chart(results)) if c is not None]
+    charts = [
+        c
+        for c in (
+            _bandwidth_chart(results, "fwd", "cold"),
+            _bandwidth_chart(results, "fwd+bwd", "cold"),
+            _plans_chart(results),
+            _warm_cold_chart(results),
+        )
+        if c is not None
+    ]
     return {
         "results": results,
         "speed_tables": speed,
