@@ -33,9 +33,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--serve", action="store_true", help="preview the built site")
     ap.add_argument("--port", type=int, default=8000)
     ap.add_argument("--out", type=Path, default=ROOT / "site", help="output directory (default site/)")
+    ap.add_argument("--site-url", help="the address the site will be served from (default: mkdocs.yml's)")
     args = ap.parse_args(argv)
+    site_url = args.site_url or (f"http://127.0.0.1:{args.port}/" if args.serve else None)
     try:
-        report = build(ROOT, args.out, strict=args.strict)
+        report = build(ROOT, args.out, strict=args.strict, site_url=site_url)
     except (RunFileError, BuildError) as exc:
         print(f"build failed: {exc}", file=sys.stderr)
         print(f"the previous {args.out} is unchanged", file=sys.stderr)

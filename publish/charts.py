@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from markupsafe import Markup
-
 from publish.numbers import Num
 
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
@@ -19,9 +17,11 @@ class Chart:
     title: str
     figure: dict
 
-    def spec(self) -> Markup:
-        # "</" cannot appear inside a <script> element; JSON allows "<\/" for it.
-        return Markup(json.dumps(self.figure, separators=(",", ":")).replace("</", "<\\/"))
+    def spec(self) -> str:
+        """The figure as JSON, to be HTML-escaped into a data attribute.  (Not a <script>
+        element: Material's instant navigation re-creates scripts without their type and
+        would run the JSON as JavaScript.)"""
+        return json.dumps(self.figure, separators=(",", ":"))
 
 
 def bars(

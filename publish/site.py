@@ -94,7 +94,7 @@ def _plotly_js() -> Path:
     return path
 
 
-def _mkdocs(root: Path, docs: Path, site: Path) -> None:
+def _mkdocs(root: Path, docs: Path, site: Path, site_url: str | None) -> None:
     from mkdocs import config as mkconfig
     from mkdocs.commands import build as mkbuild
     from mkdocs.exceptions import MkDocsException
@@ -109,7 +109,10 @@ def _mkdocs(root: Path, docs: Path, site: Path) -> None:
     handler = Collect(logging.WARNING)
     log.addHandler(handler)
     try:
-        cfg = mkconfig.load_config(str(root / "mkdocs.yml"), docs_dir=str(docs), site_dir=str(site), strict=True)
+        overrides: dict[str, Any] = {"docs_dir": str(docs), "site_dir": str(site), "strict": True}
+        if site_url:
+            overrides["site_url"] = site_url
+        cfg = mkconfig.load_config(str(root / "mkdocs.yml"), **overrides)
         cfg.plugins.on_startup(command="build", dirty=False)
         try:
             mkbuild.build(cfg)
@@ -135,8 +138,12 @@ def _swap(new: Path, out: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def build(root: Path, out: Path | None = None, *, strict: bool = False) -> BuildReport:
-    """Build the site from ``root/data`` into ``out`` (default ``root/site``)."""
+def build(root: Path, out: Path | None = None, *, strict: bool = False, site_url: str | None = None) -> BuildReport:
+    """Build the site from ``root/data`` into ``out`` (default ``root/site``).
+
+    ``site_url`` overrides mkdocs.yml's: Material's instant navigation only follows links to
+    pages listed in sitemap.xml under the address the site is served from (port included),
+    so a preview on 127.0.0.1:8000 needs its own."""
     t0 = time.monotonic()
     out = out or root / "site"
     runs = load_runs(root / "data")  # a bad file raises RunFileError naming file and field
@@ -160,7 +167,7 @@ def build(root: Path, out: Path | None = None, *, strict: bool = False) -> Build
             target = docs / "runs" / run.study / run.path.name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(run.path, target)
-        _mkdocs(root, docs, staging / "site")
+        _mkdocs(root, docs, staging / "site", site_url)
         _swap(staging / "site", out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

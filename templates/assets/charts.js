@@ -25,7 +25,7 @@
       return;
     }
     document.querySelectorAll(".lab-chart").forEach(function (el) {
-      var spec = JSON.parse(el.querySelector("script[type='application/json']").textContent);
+      var spec = JSON.parse(el.getAttribute("data-figure"));
       var target = el.querySelector(".lab-plot");
       Plotly.react(target, spec.data, themed(spec.layout), { responsive: true, displaylogo: false })
         .then(function () { el.setAttribute("data-drawn", "true"); });

@@ -1,0 +1,33 @@
+"""Helpers for the build tests: a scratch project root holding a copy of the stored runs,
+so a test can break one file without touching the repository."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def scratch_root(tmp: Path) -> Path:
+    root = tmp / "project"
+    root.mkdir()
+    shutil.copytree(ROOT / "data", root / "data")
+    shutil.copytree(ROOT / "templates", root / "templates")
+    shutil.copy(ROOT / "mkdocs.yml", root / "mkdocs.yml")
+    return root
+
+
+def run_files(root: Path) -> list[Path]:
+    return sorted((root / "data" / "runs").glob("*/*.json"))
+
+
+def newest(root: Path) -> Path:
+    return max(run_files(root), key=lambda p: json.loads(p.read_text())["started_at"])
+
+
+def edit(path: Path, change) -> None:  # type: ignore[no-untyped-def]
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))

@@ -1,0 +1,159 @@
+"""The built site in headless Chromium (Debian's package, driven by Playwright)."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+
+import pytest
+from sitekit import ROOT
+
+from publish.site import build
+
+pytestmark = pytest.mark.browser
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+PAGES = ["index.html", "softmax.html", "methodology.html", "sources.html"]
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def base_url(tmp_path_factory) -> Iterator[str]:
+    site = tmp_path_factory.mktemp("browser") / "site"
+    site.mkdir()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    build(ROOT, site, site_url=url + "/")  # as `python build.py --serve` does
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield url
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser():  # type: ignore[no-untyped-def]
+    if not os.path.exists(CHROMIUM):
+        if os.environ.get("LAB_REQUIRE_BROWSER"):
+            pytest.fail(f"no Chromium at {CHROMIUM}; .ci/run installs Debian's chromium package")
+        pytest.skip("Chromium is not installed (apt-get install -y chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--no-first-run",
+            ],
+        )
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, base_url):  # type: ignore[no-untyped-def]
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    pg = context.new_page()
+    pg.problems = []  # type: ignore[attr-defined]
+    pg.on("console", lambda m: pg.problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    pg.on("pageerror", lambda e: pg.problems.append(f"page error: {e}"))
+    pg.on("requestfailed", lambda r: pg.problems.append(f"request failed: {r.url}"))
+    pg.on(
+        "request",
+        lambda r: (
+            pg.problems.append(f"outside request: {r.url}")
+            if not r.url.startswith(base_url) and not r.url.startswith("data:")
+            else None
+        ),
+    )
+    yield pg
+    context.close()
+
+
+def charts_drawn(pg) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    pg.wait_for_function(
+        "document.querySelectorAll('.lab-chart').length === document.querySelectorAll('.lab-chart[data-drawn]').length",
+        timeout=15000,
+    )
+    drawn = pg.locator(".lab-chart[data-drawn] svg.main-svg").count()
+    return drawn, pg.locator(".lab-chart").count()
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_page_loads_without_errors(page, base_url, name) -> None:
+    page.goto(f"{base_url}/{name}")
+    page.wait_for_load_state("networkidle")
+    assert page.locator("h1").count() == 1
+    charts_drawn(page)
+    assert page.problems == []
+
+
+def test_every_chart_draws(page, base_url) -> None:
+    page.goto(f"{base_url}/softmax.html")
+    drawn, total = charts_drawn(page)
+    assert total >= 4 and drawn >= total
+    assert page.locator(".lab-chart .bars path").count() > 20  # bars, not an empty frame
+    assert page.problems == []
+
+
+def test_charts_draw_after_instant_navigation(page, base_url) -> None:
+    page.goto(f"{base_url}/index.html")
+    page.evaluate("window.__sameDocument = true")
+    page.locator("nav.md-nav a", has_text="Softmax").first.click()
+    page.wait_for_url("**/softmax.html")
+    drawn, total = charts_drawn(page)
+    assert total >= 4 and drawn >= total
+    assert page.evaluate("window.__sameDocument === true"), "navigation reloaded the page instead of swapping it"
+    assert page.problems == []
+
+
+def test_numbers_in_tables_carry_provenance(page, base_url) -> None:
+    page.goto(f"{base_url}/softmax.html")
+    cells = page.locator(".lab-table td a.num")
+    assert cells.count() > 200
+    title = cells.first.get_attribute("title")
+    assert title and "run softmax-" in title and "case " in title and "median of" in title
+    run_id = cells.first.get_attribute("data-run")
+    cells.first.click()
+    page.wait_for_url(f"**/sources.html#run-{run_id}")
+    assert page.locator(f"[id='run-{run_id}']").count() == 1
+    assert page.locator(f"a[href$='runs/softmax/{run_id}.json']").count() == 1  # the raw file
+    assert page.problems == []
+
+
+def test_dark_theme_redraws_charts(page, base_url) -> None:
+    page.goto(f"{base_url}/softmax.html")
+    charts_drawn(page)
+    before = page.evaluate("document.body.getAttribute('data-md-color-scheme')")
+    page.locator("label.md-header__button[for^='__palette']").first.click()
+    page.wait_for_function(f"document.body.getAttribute('data-md-color-scheme') !== '{before}'")
+    charts_drawn(page)
+    assert page.problems == []
+
+
+def test_phone_width_does_not_overflow(browser, base_url) -> None:
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    pg = context.new_page()
+    pg.goto(f"{base_url}/softmax.html")
+    charts_drawn(pg)
+    overflow = pg.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 1, f"page is {overflow}px wider than the screen"
+    context.close()
+
+
+def test_search_works_offline(page, base_url) -> None:
+    page.goto(f"{base_url}/index.html")
+    page.locator("input.md-search__input").click()
+    page.keyboard.type("Liger", delay=30)  # Material listens to key events, not to fill()
+    page.wait_for_selector(".md-search-result__item", timeout=15000)
+    assert page.locator(".md-search-result__item").count() > 0
+    assert page.problems == []
