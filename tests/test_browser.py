@@ -118,6 +118,7 @@ def test_charts_draw_after_instant_navigation(page, base_url) -> None:
 
 def test_numbers_in_tables_carry_provenance(page, base_url) -> None:
     page.goto(f"{base_url}/softmax.html")
+    charts_drawn(page)  # layout settled: a click lands where it aims
     cells = page.locator(".lab-table td a.num")
     assert cells.count() > 200
     title = cells.first.get_attribute("title")
@@ -125,7 +126,7 @@ def test_numbers_in_tables_carry_provenance(page, base_url) -> None:
     run_id = cells.first.get_attribute("data-run")
     cells.first.click()
     page.wait_for_url(f"**/sources.html#run-{run_id}")
-    assert page.locator(f"[id='run-{run_id}']").count() == 1
+    page.wait_for_selector(f"[id='run-{run_id}']")  # instant navigation swaps the content in after the URL
     assert page.locator(f"a[href$='runs/softmax/{run_id}.json']").count() == 1  # the raw file
     assert page.problems == []
 
