@@ -59,13 +59,42 @@ def _parser() -> argparse.ArgumentParser:
     dirty.add_argument("--clean", dest="dirty", action="store_false")
     run.add_argument("--seed", type=int, default=0)
     sub.add_parser("list", help="list the studies")
+    cmp = sub.add_parser("compare", help="per-case changes between two runs, tested over the raw samples")
+    cmp.add_argument("run_a", help="run id (or path to a run file): the baseline")
+    cmp.add_argument("run_b", help="run id (or path): the run compared with it")
+    cmp.add_argument("--threshold", type=float, default=0.05, help="smallest change flagged (default 0.05)")
+    cmp.add_argument("--alpha", type=float, default=0.01, help="significance level (default 0.01)")
+    cmp.add_argument("--fail-on-regression", action="store_true", help="exit 1 when a regression is flagged")
     return p
+
+
+def _find_run(ref: str) -> Path:
+    path = Path(ref)
+    if path.is_file():
+        return path
+    found = sorted((ROOT / "data" / "runs").glob(f"*/{ref}.json"))
+    if not found:
+        raise SystemExit(f"no run {ref!r}: give a run id from data/runs/ or a path to a run file")
+    return found[0]
+
+
+def compare(args: argparse.Namespace) -> int:
+    from publish.compare import compare_runs, report
+    from publish.runs import load_run
+
+    run_a, run_b = (load_run(_find_run(r), ROOT) for r in (args.run_a, args.run_b))
+    changes = compare_runs(run_a, run_b, threshold=args.threshold, alpha=args.alpha)
+    print(report(run_a, run_b, changes))
+    regressed = any(c.verdict == "regression" for c in changes)
+    return 1 if regressed and args.fail_on_regression else 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from bench.studies import STUDIES, load
 
+    if args.cmd == "compare":
+        return compare(args)
     if args.cmd == "list":
         for name in STUDIES:
             study = load(name)

@@ -53,12 +53,16 @@ FORMATS = {
     "GBps_bare": lambda v: f"{v:,.0f}",
     "TFLOPs": lambda v: f"{v:,.0f} TFLOP/s",
     "pct": lambda v: f"{v:.1f}%" if abs(v) < 10 else f"{v:.0f}%",
+    "pct_signed": lambda v: f"{v:+.1f}%",
     "x": lambda v: f"{v:.2f}×",
+    "x_set": lambda v: f"{v:g}×",
     "MHz": lambda v: f"{v:,.0f} MHz",
     "ms": lambda v: f"{v:g} ms",
     "s": lambda v: f"{v:g} s",
     "MiB": lambda v: f"{v:,.0f} MiB",
     "count": lambda v: f"{v:,.0f}",
+    "p": lambda v: f"{v:.2g}",
+    "relerr": lambda v: f"{v:.2g}",
     "int": lambda v: f"{v:,.0f}",
 }
 
@@ -87,6 +91,12 @@ class Num:
 
     def __str__(self) -> str:  # in Markdown contexts the HTML form is what we want
         return render(self)
+
+
+def definition(value: float, kind: str, note: str) -> Num:
+    """A number that is set, not measured (a target, a threshold), shown like the others so
+    a reader sees where it comes from."""
+    return Num(value, kind, (), note=note)
 
 
 def render(num: Num, base: str = "") -> str:

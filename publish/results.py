@@ -7,6 +7,8 @@ interleaved, on the same GPU state), never across runs.  Each value leaves here 
 
 from __future__ import annotations
 
+import dataclasses
+import statistics
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -39,6 +41,11 @@ class Measurement:
     @property
     def meta(self) -> dict[str, Any]:
         return self.raw.get("meta") or {}
+
+    @property
+    def check(self) -> dict[str, Any] | None:
+        """The correctness check recorded before timing: relative L2 error per output."""
+        return self.raw.get("check")
 
     def source(self, statistic: str) -> Source:
         s = self.summary
@@ -83,28 +90,50 @@ class CaseResult:
     params: dict[str, Any]
     bytes: int
     variants: dict[str, Measurement]
+    repeats: tuple[CaseResult, ...] = ()  # every measurement of this case, this one included, oldest first
 
     def get(self, variant: str) -> Measurement | None:
         m = self.variants.get(variant)
         return m if m is not None and m.ok else None
 
     def speedup(self, ours: str, peer: str) -> Num | None:
-        """How many times faster ``ours`` ran than ``peer``: peer median / our median."""
+        """How many times faster ``ours`` ran than ``peer``: peer median / our median.
+
+        Counted as a win or a loss only when the 95% interval excludes 1.00x *and*, where
+        the case was measured in several runs, the difference exceeds the run-to-run spread
+        of this ratio; otherwise it is shown as unresolved."""
         a, b = self.get(ours), self.get(peer)
         if a is None or b is None:
             return None
         r = self.ratio(peer, ours)
         assert r is not None
-        css = "tie" if not r.resolved else ("win" if r.value > 1 else "loss")
-        verdict = "resolved" if r.resolved else "unresolved: the 95% intervals overlap"
-        return Num(
-            r.value,
-            "x",
-            (a.source("median"), b.source("median")),
-            note=f"{peer} {b.summary.median:.4g} µs / {ours} {a.summary.median:.4g} µs; "  # type: ignore[union-attr]
-            f"interval {r.lo:.3f}-{r.hi:.3f}×, {verdict}",
-            css=css,
-        )
+        notes = [
+            f"{peer} {b.summary.median:.4g} µs / {ours} {a.summary.median:.4g} µs; "  # type: ignore[union-attr]
+            f"95% interval {r.lo:.3f}-{r.hi:.3f}×"
+        ]
+        resolved = r.resolved
+        spread = self.run_spread(peer, ours)
+        if spread is not None:
+            values, rel = spread
+            notes.append(
+                f"across {len(values)} runs {min(values):.3f}-{max(values):.3f}× (run-to-run spread {100 * rel:.1f}%)"
+            )
+            if abs(r.value - 1) <= rel:
+                resolved = False
+                notes.append("the difference is within the run-to-run spread")
+        if not r.resolved:
+            notes.append("the intervals overlap")
+        notes.append("resolved" if resolved else "unresolved: shown as a tie")
+        css = "tie" if not resolved else ("win" if r.value > 1 else "loss")
+        return Num(r.value, "x", (a.source("median"), b.source("median")), note="; ".join(notes), css=css)
+
+    def run_spread(self, num: str, den: str) -> tuple[list[float], float] | None:
+        """This ratio in every run that measured the case, and its spread: (max - min) / median."""
+        values = [r.value for c in self.repeats if (r := c.ratio(num, den)) is not None]
+        if len(values) < 2:
+            return None
+        values.sort()
+        return values, (values[-1] - values[0]) / statistics.median(values)
 
     def ratio(self, num: str, den: str) -> Ratio | None:
         a, b = self.get(num), self.get(den)
@@ -123,14 +152,18 @@ class StudyResults:
     def __init__(self, study: str, runs: list[Run]) -> None:
         self.study = study
         self.runs = [r for r in runs if r.study == study]
-        self.cases: dict[str, CaseResult] = {}
-        for run in self.runs:  # oldest first: newer runs replace older entries
+        history: dict[str, list[CaseResult]] = {}
+        for run in self.runs:  # oldest first: the newest measurement of a case is the one shown
             for entry in run.doc["cases"]:
                 variants = {
                     name: Measurement(run, entry["id"], name, raw, int(entry["bytes"]))
                     for name, raw in entry["variants"].items()
                 }
-                self.cases[entry["id"]] = CaseResult(run, entry["id"], entry["case"], int(entry["bytes"]), variants)
+                case = CaseResult(run, entry["id"], entry["case"], int(entry["bytes"]), variants)
+                history.setdefault(entry["id"], []).append(case)
+        self.cases: dict[str, CaseResult] = {
+            case_id: dataclasses.replace(found[-1], repeats=tuple(found)) for case_id, found in history.items()
+        }
 
     def find(self, **params: Any) -> CaseResult | None:
         found = self.where(**params)

@@ -7,6 +7,7 @@ renamed into place.  A bad run file or a broken page leaves the previous site in
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -18,10 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import yaml
 
+from publish.check import stray_numbers
 from publish.claims import Claim
-from publish.pages import SiteData, pages
+from publish.export import Citation, citation, to_csv, to_json
+from publish.pages import SiteData, pages, review
+from publish.review import claim_history, load_withdrawals
 from publish.runs import load_runs
+from publish.tables import Table
 
 
 class BuildError(Exception):
@@ -33,17 +39,22 @@ class BuildReport:
     out: Path
     pages: list[str]
     runs: int
+    withdrawn: int
+    tables: int
     seconds: float
     contradicted: list[tuple[str, Claim]] = field(default_factory=list)
     missed: list[tuple[str, Claim]] = field(default_factory=list)
 
     def lines(self) -> list[str]:
-        out = [f"built {len(self.pages)} pages from {self.runs} runs into {self.out} in {self.seconds:.1f} s"]
+        out = [
+            f"built {len(self.pages)} pages and {self.tables} downloadable tables from {self.runs} runs "
+            f"({self.withdrawn} withdrawn) into {self.out} in {self.seconds:.1f} s"
+        ]
         out += [f"  {p}" for p in self.pages]
         for page, c in self.missed:
             out.append(f"target missed on {page}: {c.id}: {_plain(c.text)}")
         for page, c in self.contradicted:
-            out.append(f"CLAIM CONTRADICTED on {page}: {c.id}: {_plain(c.text)}")
+            out.append(f"CLAIM CONTRADICTED on {page}: {c.id}: {_plain(c.text)} [evidence: {_plain(c.evidence)}]")
         return out
 
 
@@ -66,25 +77,88 @@ def environment(templates: Path) -> jinja2.Environment:
     )
 
 
-def _claims(context: dict[str, Any]) -> list[Claim]:
-    found = []
-    for value in context.values():
-        if isinstance(value, list):
-            found += [v for v in value if isinstance(v, Claim)]
-    return found
+def _walk(value: Any, kind: type) -> list[Any]:
+    """Every ``kind`` object in a page context (inside lists, tuples and dicts too)."""
+    if isinstance(value, kind):
+        return [value]
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in _walk(v, kind)]
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in _walk(v, kind)]
+    return []
 
 
-def render(root: Path, data: SiteData) -> tuple[dict[str, str], list[tuple[str, Claim]]]:
+def _unique(claims: list[tuple[str, Claim]]) -> list[tuple[str, Claim]]:
+    seen: dict[tuple[str, str], Claim] = {}
+    for page, c in claims:
+        seen.setdefault((page, c.id), c)
+    return [(page, c) for (page, _), c in seen.items()]
+
+
+def claims_of(data: SiteData) -> list[tuple[str, Claim]]:
+    return _unique([(p.output, c) for p in pages() if p.claims for c in _walk(p.context(data), Claim)])
+
+
+@dataclass
+class Rendered:
+    pages: dict[str, str]
+    claims: list[tuple[str, Claim]]
+    tables: list[tuple[str, Table]]  # (page, table)
+    exports: dict[str, str]  # path under the site -> text
+
+
+def render(root: Path, data: SiteData, site_url: str) -> Rendered:
     env = environment(root / "templates")
-    rendered, claims = {}, []
-    for page in pages():
-        context = page.context(data)
+    runs_by_id = {r.run_id: r for r in data.all_runs}
+    contexts = {p.output: p.context(data) for p in pages()}
+    claims = _unique([(p.output, c) for p in pages() if p.claims for c in _walk(contexts[p.output], Claim)])
+    contradicted = [(page, c) for page, c in claims if c.kind == "observation" and not c.holds]
+    history = claim_history(data.runs, lambda runs: claims_of(SiteData(runs)))
+    contexts["review.md"] = review.context(data, history, contradicted)
+    templates = {p.output: p.template for p in pages()} | {"review.md": "review.md.j2"}
+
+    tables: list[tuple[str, Table]] = []
+    exports: dict[str, str] = {}
+    citations: dict[str, Citation] = {}
+    for page, ctx in contexts.items():
+        for t in _walk(ctx, Table):
+            if t.id in citations:
+                raise BuildError(f"table id {t.id!r} is used twice ({page}); table ids are permanent anchors")
+            runs = [runs_by_id[r] for r in t.run_ids]
+            url = f"{site_url}{page.removesuffix('.md')}.html#{t.id}"
+            citations[t.id] = cite = citation(t, url, runs)
+            exports[f"tables/{t.id}.csv"] = to_csv(t)
+            exports[f"tables/{t.id}.json"] = json.dumps(to_json(t, cite, runs), indent=1, ensure_ascii=False)
+            tables.append((page, t))
+
+    env.globals["cite"] = lambda t: citations[t.id]
+    rendered = {}
+    for page, ctx in contexts.items():
         try:
-            rendered[page.output] = env.get_template(page.template).render(**context)
-        except jinja2.TemplateError as exc:
-            raise BuildError(f"templates/{page.template}: {exc}") from exc
-        claims += [(page.output, c) for c in _claims(context)]
-    return rendered, claims
+            text = env.get_template(templates[page]).render(**ctx, page=page)
+        except Exception as exc:  # noqa: BLE001 - any failure names the page and template
+            raise BuildError(f"templates/{templates[page]} ({page}): {type(exc).__name__}: {exc}") from exc
+        stray = stray_numbers(text)
+        if stray:
+            listed = "; ".join(f"\u201c{s}\u201d" for s in stray[:5])
+            raise BuildError(
+                f"{page} (templates/{templates[page]}): {len(stray)} number(s) not produced by a data helper: {listed}"
+            )
+        rendered[page] = text
+    return Rendered(rendered, claims, tables, exports)
+
+
+def _configured_site_url(root: Path) -> str:
+    with open(root / "mkdocs.yml", encoding="utf-8") as f:
+        url = str(yaml.load(f, Loader=_Loader).get("site_url") or "")
+    return url if url.endswith("/") else url + "/"
+
+
+class _Loader(yaml.SafeLoader):
+    """mkdocs.yml may hold tags like !ENV; reading site_url needs none of them."""
+
+
+_Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
 
 
 def _plotly_js() -> Path:
@@ -147,10 +221,10 @@ def build(root: Path, out: Path | None = None, *, strict: bool = False, site_url
     t0 = time.monotonic()
     out = out or root / "site"
     runs = load_runs(root / "data")  # a bad file raises RunFileError naming file and field
-    data = SiteData(runs)
-    rendered, claims = render(root, data)
-    contradicted = [(p, c) for p, c in claims if c.kind == "observation" and not c.holds]
-    missed = [(p, c) for p, c in claims if c.kind == "target" and not c.holds]
+    data = SiteData(runs, load_withdrawals(root / "data", runs))
+    result = render(root, data, site_url or _configured_site_url(root))
+    contradicted = [(p, c) for p, c in result.claims if c.kind == "observation" and not c.holds]
+    missed = [(p, c) for p, c in result.claims if c.kind == "target" and not c.holds]
     if strict and contradicted:
         names = ", ".join(f"{p}:{c.id}" for p, c in contradicted)
         raise BuildError(f"--strict: the data contradict {len(contradicted)} claim(s): {names}")
@@ -161,7 +235,10 @@ def build(root: Path, out: Path | None = None, *, strict: bool = False, site_url
         docs = staging / "docs"
         shutil.copytree(root / "templates" / "assets", docs / "assets")
         shutil.copy(_plotly_js(), docs / "assets" / "plotly.min.js")
-        for name, text in rendered.items():
+        for name, text in result.pages.items():
+            (docs / name).write_text(text, encoding="utf-8")
+        for name, text in result.exports.items():
+            (docs / name).parent.mkdir(parents=True, exist_ok=True)
             (docs / name).write_text(text, encoding="utf-8")
         for run in runs:  # the raw files, downloadable beside the pages that cite them
             target = docs / "runs" / run.study / run.path.name
@@ -171,4 +248,13 @@ def build(root: Path, out: Path | None = None, *, strict: bool = False, site_url
         _swap(staging / "site", out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return BuildReport(out, sorted(rendered), len(runs), time.monotonic() - t0, contradicted, missed)
+    return BuildReport(
+        out,
+        sorted(result.pages),
+        len(runs),
+        len(data.withdrawals),
+        len(result.tables),
+        time.monotonic() - t0,
+        contradicted,
+        missed,
+    )

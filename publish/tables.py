@@ -5,18 +5,29 @@ until then, the same rows can be offered for download exactly as shown."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from html import unescape
+
+from markupsafe import Markup
 
 from publish.numbers import Num
 
 
 @dataclass(frozen=True)
 class Text:
-    """A non-numeric cell, e.g. "refused", with the reason on hover."""
+    """A non-numeric cell, e.g. "refused", with the reason on hover.  ``html``, when set, is
+    what the page shows (prose with linked numbers); ``text`` is its plain form for exports."""
 
     text: str
     title: str = ""
     css: str = ""
+    html: Markup | None = None
+
+    @classmethod
+    def rich(cls, html: Markup) -> Text:
+        plain = re.sub(r"<[^>]+>", "", str(html))
+        return cls(" ".join(unescape(plain).split()), html=html)
 
 
 Cell = Num | Text | str | None

@@ -4,11 +4,12 @@ computes the page's context from the loaded data."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 from publish.results import StudyResults
+from publish.review import Withdrawal
 from publish.runs import Run
 
 STUDIES = ("softmax",)
@@ -16,7 +17,19 @@ STUDIES = ("softmax",)
 
 @dataclass
 class SiteData:
-    runs: list[Run]
+    """Every stored run, the withdrawals, and the results computed from the runs in force."""
+
+    all_runs: list[Run]
+    withdrawals: list[Withdrawal] = field(default_factory=list)
+
+    @cached_property
+    def withdrawn(self) -> dict[str, Withdrawal]:
+        return {w.run_id: w for w in self.withdrawals}
+
+    @cached_property
+    def runs(self) -> list[Run]:
+        """The runs whose numbers appear on the pages: all but the withdrawn."""
+        return [r for r in self.all_runs if r.run_id not in self.withdrawn]
 
     @cached_property
     def studies(self) -> dict[str, StudyResults]:
@@ -32,14 +45,19 @@ class Page:
     output: str
     template: str
     context: Callable[[SiteData], dict[str, Any]]
+    claims: bool = False  # evaluated again on earlier sets of runs for the review record
 
 
 def pages() -> list[Page]:
-    from publish.pages import home, methodology, softmax, sources
+    """The content pages, in the order of mkdocs.yml's nav (the review page is built last,
+    from what these report)."""
+    from publish.pages import compare, home, methodology, softmax, sources, stability
 
     return [
         Page("index.md", "index.md.j2", home.context),
-        Page("softmax.md", "softmax.md.j2", lambda data: softmax.context(data.studies["softmax"])),
+        Page("softmax.md", "softmax.md.j2", lambda data: softmax.context(data.studies["softmax"]), claims=True),
+        Page("stability.md", "stability.md.j2", stability.context),
+        Page("compare.md", "compare.md.j2", compare.context),
         Page("methodology.md", "methodology.md.j2", methodology.context),
         Page("sources.md", "sources.md.j2", sources.context),
     ]

@@ -22,5 +22,4 @@ def context(data: SiteData) -> dict[str, Any]:
         "idle_s": Num(m["warmup"].get("idle_s", 0), "s", (src,), note="idle gap after which a burst runs"),
         "check": m.get("check", ""),
         "l2": Num(run.env["gpu"]["l2_bytes"] / 2**20, "MiB", (src,), note="L2 size reported by the driver"),
-        "l2_modes": m["l2"],
     }

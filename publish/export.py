@@ -1,0 +1,112 @@
+"""Downloads and citations for tables: exactly the rows shown, with the runs behind each row.
+
+Every table is written as ``tables/<id>.csv`` (the cells as displayed, plus the run ids of
+each row) and ``tables/<id>.json`` (the same cells with their unrounded values, units and
+sources, and the provenance of every run), and gets a "cite this table" block."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from typing import Any
+
+from publish.numbers import Num
+from publish.runs import Run
+from publish.tables import Cell, Table, Text
+
+
+def cell_text(cell: Cell) -> str:
+    if cell is None:
+        return "—"
+    if isinstance(cell, Num):
+        return cell.text()
+    if isinstance(cell, Text):
+        return cell.text
+    return str(cell)
+
+
+def row_runs(row: dict[str, Cell]) -> list[str]:
+    ids: list[str] = []
+    for cell in row.values():
+        if isinstance(cell, Num):
+            ids += [s.run_id for s in cell.sources if s.run_id not in ids]
+    return ids
+
+
+def to_csv(table: Table) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow([c.label for c in table.columns] + ["run_ids"])
+    for row in table.rows:
+        w.writerow([cell_text(row.get(c.key)) for c in table.columns] + [" ".join(row_runs(row))])
+    return buf.getvalue()
+
+
+def _cell_json(cell: Cell) -> dict[str, Any]:
+    out: dict[str, Any] = {"text": cell_text(cell)}
+    if isinstance(cell, Num):
+        out |= {"value": cell.value, "unit": cell.kind, "note": cell.note, "sources": [vars(s) for s in cell.sources]}
+    elif isinstance(cell, Text) and cell.title:
+        out["note"] = cell.title
+    return out
+
+
+@dataclass(frozen=True)
+class Citation:
+    key: str
+    url: str
+    footnote: str
+    bibtex: str
+
+
+def citation(table: Table, url: str, runs: list[Run]) -> Citation:
+    gpus = sorted({r.env["gpu"]["name"] for r in runs}) or ["no GPU"]
+    commits = sorted({r.short_commit for r in runs})
+    dates = sorted({r.doc["started_at"][:10] for r in runs})
+    when = dates[-1] if dates else ""
+    run_list = ", ".join(r.run_id for r in runs)
+    key = f"klabnotes:{table.id}:{when}"
+    footnote = (
+        f"[^{table.id}]: Kernel Lab Notes, \u201c{table.title}\u201d, table `{table.id}`, "
+        f"{' / '.join(gpus)}, runs {run_list} (commit {', '.join(commits)}), {when}. <{url}>"
+    )
+    title = table.title.replace("{", "").replace("}", "")
+    bibtex = "\n".join(
+        [
+            f"@misc{{{key},",
+            f"  title        = {{Kernel Lab Notes: {title}}},",
+            f"  howpublished = {{\\url{{{url}}}}},",
+            f"  note         = {{Table {table.id}; {' / '.join(gpus)}; runs {run_list}; commit {', '.join(commits)}}},",
+            f"  year         = {{{when[:4]}}},",
+            f"  date         = {{{when}}}",
+            "}",
+        ]
+    )
+    return Citation(key, url, footnote, bibtex)
+
+
+def to_json(table: Table, cite: Citation, runs: list[Run]) -> dict[str, Any]:
+    return {
+        "id": table.id,
+        "title": table.title,
+        "url": cite.url,
+        "columns": [{"key": c.key, "label": c.label, "help": c.help} for c in table.columns],
+        "rows": [
+            {"cells": {c.key: _cell_json(row.get(c.key)) for c in table.columns}, "run_ids": row_runs(row)}
+            for row in table.rows
+        ],
+        "runs": [
+            {
+                "run_id": r.run_id,
+                "gpu": r.env["gpu"]["name"],
+                "started_at": r.doc["started_at"],
+                "commit": r.doc["code"]["commit"],
+                "dirty": r.doc["code"]["dirty"],
+                "command": r.doc["command"],
+                "raw": f"runs/{r.study}/{r.run_id}.json",
+            }
+            for r in runs
+        ],
+        "cite": {"footnote": cite.footnote, "bibtex": cite.bibtex},
+    }
