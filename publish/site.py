@@ -136,7 +136,7 @@ def render(root: Path, data: SiteData, site_url: str) -> Rendered:
     for page, ctx in contexts.items():
         try:
             text = env.get_template(templates[page]).render(**ctx, page=page)
-        except Exception as exc:  # noqa: BLE001 - any failure names the page and template
+        except Exception as exc:
             raise BuildError(f"templates/{templates[page]} ({page}): {type(exc).__name__}: {exc}") from exc
         stray = stray_numbers(text)
         if stray:
