@@ -8,6 +8,7 @@ of two medians gets the conservative interval made of the two intervals' ends, a
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -41,15 +42,21 @@ def quantile(sorted_xs: list[float], q: float) -> float:
     return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
 
 
-def median_ci(sorted_xs: list[float], level: float = 0.95) -> tuple[float, float]:
-    """Order-statistic interval for the median: ``[x_(r), x_(n-r+1)]`` (1-based ranks) with
-    the largest ``r`` whose coverage ``1 - 2 P(Bin(n, 1/2) <= r - 1)`` is at least ``level``.
-
-    With too few samples for any such ``r`` (fewer than 6 at 95%) the full range is returned."""
-    n = len(sorted_xs)
-    r = int(binom.ppf((1 - level) / 2, n, 0.5))  # smallest r with P(X <= r) >= alpha/2
+@functools.cache
+def _median_rank(n: int, level: float) -> int:
+    """The largest 1-based rank ``r`` whose interval ``[x_(r), x_(n-r+1)]`` covers the median
+    with probability ``1 - 2 P(Bin(n, 1/2) <= r - 1) >= level``; 0 when none does."""
+    r = int(binom.ppf((1 - level) / 2, n, 0.5))
     while r >= 1 and binom.cdf(r - 1, n, 0.5) > (1 - level) / 2:
         r -= 1
+    return max(r, 0)
+
+
+def median_ci(sorted_xs: list[float], level: float = 0.95) -> tuple[float, float]:
+    """Order-statistic interval for the median (distribution-free).  With too few samples for
+    any such interval (fewer than 6 at 95%) the full range is returned."""
+    n = len(sorted_xs)
+    r = _median_rank(n, level)
     if r < 1:
         return sorted_xs[0], sorted_xs[-1]
     return sorted_xs[r - 1], sorted_xs[n - r]

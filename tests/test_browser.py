@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import csv
 import functools
 import http.server
+import io
 import os
+import re
 import shutil
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from sitekit import ROOT
@@ -16,7 +20,15 @@ from publish.site import build
 
 pytestmark = pytest.mark.browser
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-PAGES = ["index.html", "softmax.html", "methodology.html", "sources.html"]
+PAGES = [
+    "index.html",
+    "softmax.html",
+    "stability.html",
+    "compare.html",
+    "review.html",
+    "methodology.html",
+    "sources.html",
+]
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
@@ -158,3 +170,55 @@ def test_search_works_offline(page, base_url) -> None:
     page.wait_for_selector(".md-search-result__item", timeout=15000)
     assert page.locator(".md-search-result__item").count() > 0
     assert page.problems == []
+
+
+def test_csv_download_equals_the_rows_shown_and_the_json(page, base_url) -> None:
+    page.goto(f"{base_url}/softmax.html")
+    charts_drawn(page)
+    table = page.locator("#softmax-fwd-bf16")
+    shown = [[td.inner_text().strip() for td in tr.locator("td").all()] for tr in table.locator("tbody tr").all()]
+    header = [th.inner_text().strip() for th in table.locator("thead th").all()]
+    with page.expect_download() as info:
+        table.locator("a.lab-csv").click()
+    rows = list(csv.reader(io.StringIO(Path(info.value.path()).read_text())))
+    assert rows[0][:-1] == header and rows[0][-1] == "run_ids"
+    assert [r[:-1] for r in rows[1:]] == shown
+    doc = page.request.get(f"{base_url}/tables/softmax-fwd-bf16.json").json()
+    assert [[row["cells"][c["key"]]["text"] for c in doc["columns"]] for row in doc["rows"]] == shown
+    assert [r[-1].split() for r in rows[1:]] == [row["run_ids"] for row in doc["rows"]]
+
+
+def test_cite_block_names_real_runs(page, base_url) -> None:
+    page.goto(f"{base_url}/softmax.html")
+    block = page.locator("#softmax-fwd-bf16 details.lab-cite")
+    block.locator("summary").click()
+    footnote = block.locator("code.lab-cite-md").inner_text()
+    bibtex = block.locator("code.lab-cite-bib").inner_text()
+    run_ids = re.findall(r"softmax-\d{8}T\d{6}Z-[0-9a-f]{7}(?:-quick)?", footnote)
+    assert run_ids and set(run_ids) == set(re.findall(r"softmax-\d{8}T\d{6}Z-[0-9a-f]{7}(?:-quick)?", bibtex))
+    assert "NVIDIA H200" in footnote and "commit" in footnote and "@misc{" in bibtex
+    sources = page.request.get(f"{base_url}/sources.html").text()
+    for run_id in run_ids:
+        assert f'id="run-{run_id}"' in sources
+
+
+def test_every_link_resolves(page, base_url) -> None:
+    seen: dict[str, str] = {}
+
+    def fetch(url: str) -> str:
+        if url not in seen:
+            response = page.request.get(url)
+            assert response.ok, f"{url}: HTTP {response.status}"
+            seen[url] = response.text()
+        return seen[url]
+
+    for name in PAGES:
+        page.goto(f"{base_url}/{name}")
+        hrefs = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
+        for href in set(hrefs):
+            if not href.startswith(base_url):
+                continue
+            target, _, anchor = href.partition("#")
+            body = fetch(target)
+            if anchor and target.endswith(".html"):
+                assert f'id="{anchor}"' in body, f"{name}: {href} has no #{anchor}"

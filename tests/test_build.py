@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 import shutil
@@ -13,14 +15,16 @@ from sitekit import ROOT, edit, newest, run_files, scratch_root
 
 from publish.runs import load_runs
 from publish.schema import RunFileError
-from publish.site import build
+from publish.site import BuildError, build
+
+PAGES = ["index.md", "softmax.md", "stability.md", "compare.md", "review.md", "methodology.md", "sources.md"]
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("site") / "site"
     report = build(ROOT, out)
-    assert sorted(report.pages) == ["index.md", "methodology.md", "softmax.md", "sources.md"]
+    assert sorted(report.pages) == sorted(PAGES)
     return out
 
 
@@ -50,7 +54,7 @@ def parse(path: Path) -> Links:
 
 
 def test_every_page_and_raw_run_is_built(built) -> None:
-    for page in ("index.html", "softmax.html", "methodology.html", "sources.html", "assets/plotly.min.js"):
+    for page in [p.replace(".md", ".html") for p in PAGES] + ["assets/plotly.min.js"]:
         assert (built / page).is_file(), page
     for run in run_files(ROOT):
         copied = built / "runs" / run.parent.name / run.name
@@ -60,7 +64,7 @@ def test_every_page_and_raw_run_is_built(built) -> None:
 def test_every_number_links_to_a_run_entry_on_the_sources_page(built) -> None:
     sources = parse(built / "sources.html").ids
     run_ids = {r.run_id for r in load_runs(ROOT / "data")}
-    for page in ("index.html", "softmax.html", "methodology.html"):
+    for page in ("index.html", "softmax.html", "stability.html", "compare.html", "methodology.html"):
         nums = parse(built / page).nums
         assert nums, f"{page} shows no linked numbers"
         for a in nums:
@@ -190,6 +194,110 @@ def test_build_is_fast_and_reports_what_it_built(tmp_path) -> None:
     report = build(ROOT, tmp_path / "site")
     assert report.seconds < 30
     lines = "\n".join(report.lines())
-    assert "built 4 pages" in lines and "softmax.md" in lines
+    assert f"built {len(PAGES)} pages" in lines and "softmax.md" in lines
     doc = json.loads(newest(ROOT).read_text())
     assert doc["run_id"] in (tmp_path / "site" / "sources.html").read_text()
+
+
+# ----------------------------------------------------------------------------- claims and numbers
+
+
+def _make_liger_faster(doc: dict) -> None:
+    for case in doc["cases"]:
+        if case["id"] == "fwd/bf16/16384x4096/cold":
+            case["variants"]["liger"]["samples_us"] = [s / 2 for s in case["variants"]["triton"]["samples_us"]]
+
+
+def test_contradicted_claim_is_reported_shown_and_fails_strict(scratch) -> None:
+    root, out = scratch
+    edit(newest(root), _make_liger_faster)
+    report = build(root, out)
+    contradicted = {c.id for _, c in report.contradicted}
+    assert "dram-bound-tie" in contradicted
+    assert any("CLAIM CONTRADICTED on softmax.md: dram-bound-tie" in line for line in report.lines())
+    page = (out / "softmax.html").read_text()
+    assert re.search(r'id="claim-dram-bound-tie"[^>]*><span class="lab-status">contradicted', page)
+    assert "dram-bound-tie" in (out / "review.html").read_text()
+    (out / "marker").write_text("previous build")
+    with pytest.raises(BuildError, match=r"--strict: the data contradict .*softmax\.md:dram-bound-tie"):
+        build(root, out, strict=True)
+    assert (out / "marker").read_text() == "previous build"
+
+
+def test_claim_history_dates_each_change(scratch) -> None:
+    root, out = scratch
+    edit(newest(root), _make_liger_faster)
+    build(root, out)
+    review = (out / "review.html").read_text()
+    newest_id = json.loads(newest(root).read_text())["run_id"]
+    row = re.search(
+        r"<tr>\s*<td>[^<]+</td>\s*<td>softmax</td>\s*<td><code>dram-bound-tie</code></td>\s*"
+        r"<td>holds → <strong>contradicted</strong></td>.*?</tr>",
+        review,
+        re.S,
+    )
+    assert row and newest_id in row.group(0)
+
+
+def test_number_typed_into_a_template_stops_the_build(scratch) -> None:
+    root, out = scratch
+    tpl = root / "templates" / "softmax.md.j2"
+    tpl.write_text(tpl.read_text().replace("## Observations", "Liger took 68.5 µs here.\n\n## Observations"))
+    with pytest.raises(BuildError) as info:
+        build(root, out)
+    assert "softmax.md" in str(info.value) and "68.5 µs" in str(info.value)
+    assert (out / "marker").read_text() == "previous build"
+
+
+# ----------------------------------------------------------------------------- withdrawals
+
+
+def test_withdrawn_run_leaves_the_pages_and_enters_the_record(scratch) -> None:
+    root, out = scratch
+    victim = json.loads(newest(root).read_text())["run_id"]
+    with open(root / "data" / "withdrawn.yaml", "a") as f:
+        f.write(f"- run_id: {victim}\n  date: 2026-11-30\n  reason: A test withdrawal.\n")
+    build(root, out)
+    for page in ("softmax.html", "index.html", "stability.html"):
+        assert f'data-run="{victim}"' not in (out / page).read_text(), page
+    review = (out / "review.html").read_text()
+    assert f'id="withdrawn-{victim}"' in review and "A test withdrawal." in review
+    assert victim in (out / "sources.html").read_text()  # the raw file stays reachable
+    assert (out / "runs" / "softmax" / f"{victim}.json").is_file()
+
+
+@pytest.mark.parametrize(
+    ("entry", "field"),
+    [
+        ("- run_id: no-such-run\n  date: 2026-11-30\n  reason: x\n", "[3].run_id"),
+        ("- run_id: {victim}\n  date: soon\n  reason: x\n", "[3].date"),
+        ("- run_id: {victim}\n  date: 2026-11-30\n", "[3].reason"),
+    ],
+)
+def test_malformed_withdrawal_names_the_entry(scratch, entry, field) -> None:
+    root, out = scratch
+    victim = json.loads(newest(root).read_text())["run_id"]
+    with open(root / "data" / "withdrawn.yaml", "a") as f:
+        f.write(entry.format(victim=victim))
+    with pytest.raises(RunFileError) as info:
+        build(root, out)
+    assert info.value.source == "data/withdrawn.yaml" and info.value.field == field
+    assert (out / "marker").read_text() == "previous build"
+
+
+# ----------------------------------------------------------------------------- downloads
+
+
+def test_every_table_has_matching_csv_and_json(built) -> None:
+    tables = sorted((built / "tables").glob("*.json"))
+    assert len(tables) >= 10
+    for path in tables:
+        doc = json.loads(path.read_text())
+        rows = list(csv.reader(io.StringIO((built / "tables" / f"{doc['id']}.csv").read_text())))
+        assert rows[0] == [c["label"] for c in doc["columns"]] + ["run_ids"]
+        assert len(rows) - 1 == len(doc["rows"])
+        for csv_row, json_row in zip(rows[1:], doc["rows"], strict=True):
+            assert csv_row[:-1] == [json_row["cells"][c["key"]]["text"] for c in doc["columns"]]
+            assert csv_row[-1].split() == json_row["run_ids"]
+            assert set(json_row["run_ids"]) <= {r["run_id"] for r in doc["runs"]}
+        assert all(r["run_id"] in doc["cite"]["footnote"] and r["run_id"] in doc["cite"]["bibtex"] for r in doc["runs"])

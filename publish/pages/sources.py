@@ -9,7 +9,7 @@ from publish.pages import SiteData
 from publish.runs import Run
 
 
-def describe(run: Run, used: set[str]) -> dict[str, Any]:
+def describe(run: Run, used: set[str], withdrawn: Any = None) -> dict[str, Any]:
     doc, env = run.doc, run.env
     src = Source(run.run_id, statistic="recorded in the run")
     before = env["before"]
@@ -18,6 +18,7 @@ def describe(run: Run, used: set[str]) -> dict[str, Any]:
         "run": run,
         "raw": f"runs/{run.study}/{run.run_id}.json",
         "used": run.run_id in used,
+        "withdrawn": withdrawn,
         "cases": Num(len(doc["cases"]), "count", (src,)),
         "samples": Num(sum(len(v["samples_us"]) for v in variants), "count", (src,)),
         "errors": Num(sum(1 for v in variants if v["error"]), "count", (src,)),
@@ -31,4 +32,4 @@ def describe(run: Run, used: set[str]) -> dict[str, Any]:
 
 def context(data: SiteData) -> dict[str, Any]:
     used = {r.run_id for s in data.studies.values() for r in s.used_runs}
-    return {"entries": [describe(r, used) for r in reversed(data.runs)]}
+    return {"entries": [describe(r, used, data.withdrawn.get(r.run_id)) for r in reversed(data.all_runs)]}
