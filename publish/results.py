@@ -49,14 +49,16 @@ class Measurement:
 
     def source(self, statistic: str) -> Source:
         s = self.summary
-        detail = ""
-        if s is not None:
-            detail = (
-                f"IQR {s.q1:.3g}-{s.q3:.3g} µs ({100 * s.spread:.1f}%), 95% CI of median {s.lo:.3g}-{s.hi:.3g} µs"
-                f" · timer {self.raw.get('timer')}, {self.raw.get('calls_per_sample')} calls per sample"
-            )
         n = s.n if s else 0
-        return Source(self.run.run_id, self.case_id, self.variant, f"{statistic} of {n} samples", detail)
+        l2 = self.case_id.rsplit("/", 1)[-1]  # case ids end with the L2 mode
+        parts = [f"L2 {l2}", f"timer {self.raw.get('timer')}, {self.raw.get('calls_per_sample')} calls per sample"]
+        if s is not None:
+            parts.insert(
+                0,
+                f"IQR {s.q1:.4g}-{s.q3:.4g} µs (spread {100 * s.spread:.1f}%), "
+                f"95% CI of the median {s.lo:.4g}-{s.hi:.4g} µs",
+            )
+        return Source(self.run.run_id, self.case_id, self.variant, f"{statistic} of {n} samples", " · ".join(parts))
 
     def time(self) -> Num:
         assert self.summary is not None, f"{self.case_id}/{self.variant} has no samples"
