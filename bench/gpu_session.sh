@@ -6,6 +6,7 @@
 #
 # Stages: tests (pytest -m gpu), tune (python -m bench.tune_plans), sweep-quick, sweep-fwd,
 # sweep-bwd, sweep (python -m bench run softmax ...).  Liger-Kernel comes as a carried wheel in .whl/.
+# LAB_TESTS_K=expr limits the tests stage to pytest -k expr.
 set -u -o pipefail
 stages=$1; commit=$2; dirty=$3
 out=${OUT:-/tmp/out}; mkdir -p "$out/runs"
@@ -22,7 +23,8 @@ IFS=, read -ra list <<< "$stages"
 for s in "${list[@]}"; do
   echo "=== $s $(date -u +%T)"
   case $s in
-    tests) timeout 240 python3 -m pytest -m gpu -q -x --no-header -p no:cacheprovider tests/test_softmax_gpu.py 2>&1 | tee "$out/gpu-tests.log" | tail -25 ;;
+    tests) timeout 240 python3 -m pytest -m gpu -q -x --no-header -p no:cacheprovider ${LAB_TESTS_K:+-k "$LAB_TESTS_K"} \
+             tests/test_softmax_gpu.py 2>&1 | tee "$out/gpu-tests.log" | tail -25 ;;
     tune) timeout 240 python3 -m bench.tune_plans --out "$out" 2>&1 | tee "$out/tune.log" ;;
     sweep-quick) sweep 240 --quick ;;
     sweep-fwd) sweep 560 --only "fwd/" ;;

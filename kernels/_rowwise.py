@@ -209,3 +209,26 @@ def safe_shift(m):
     0 instead gives ``exp(-inf) = 0`` and keeps its sum at 0.
     """
     return tl.where(m == float("-inf"), 0.0, m)
+
+
+@triton.jit
+def take_ticket(sync_ptr, CHUNKS: tl.constexpr):
+    """(row, chunk) for this program, handed out in start order by an atomic ticket.
+
+    Block indices do not promise start order; tickets do.  Every row below the one being
+    handed out then has all its programs resident or finished, which is what lets a row's
+    programs wait for each other without deadlock (see one_launch_split_ok)."""
+    ticket = tl.atomic_add(sync_ptr, 1)
+    return (ticket // CHUNKS).to(tl.int64), ticket % CHUNKS
+
+
+@triton.jit
+def row_barrier(sync_ptr, row, CHUNKS: tl.constexpr):
+    """Publish this program's per-chunk result, then wait until the row's CHUNKS programs
+    have all published.  The barrier orders this program's stores before the release; the
+    acquire orders the loads that follow after every release of the row."""
+    tl.debug_barrier()
+    tl.atomic_add(sync_ptr + 1 + row, 1, sem="release")
+    arrived = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire")
+    while arrived < CHUNKS:
+        arrived = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire")

@@ -24,8 +24,10 @@ from kernels._rowwise import (
     as_rows,
     check_rows,
     plan_rows,
+    row_barrier,
     safe_shift,
     sm_count,
+    take_ticket,
 )
 
 POLICY = RowPolicy()
@@ -169,10 +171,8 @@ def _fwd_split_one_launch(
     # The minimum traffic in one launch: each program reads its chunk once and keeps the
     # exponentials in registers while the row's programs swap (max, sum) through global
     # memory.  sync_ptr[0] hands out tickets in start order; sync_ptr[1 + row] counts the
-    # row's chunks that have published their statistics (see one_launch_split_ok).
-    ticket = tl.atomic_add(sync_ptr, 1)
-    row = (ticket // CHUNKS).to(tl.int64)
-    chunk = ticket % CHUNKS
+    # row's chunks that have published their statistics.
+    row, chunk = take_ticket(sync_ptr, CHUNKS)
     idx = chunk * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + row * x_stride + idx, mask=idx < WIDTH, other=float("-inf")).to(tl.float32)
     m = tl.max(x, axis=0)
@@ -181,11 +181,7 @@ def _fwd_split_one_launch(
     slot = stats_ptr + (row * CHUNKS + chunk) * 2
     tl.store(slot, m)
     tl.store(slot + 1, tl.sum(e, axis=0))
-    tl.debug_barrier()  # the stores above happen before the release below
-    tl.atomic_add(sync_ptr + 1 + row, 1, sem="release")
-    arrived = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire")
-    while arrived < CHUNKS:
-        arrived = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire")
+    row_barrier(sync_ptr, row, CHUNKS)
     c = tl.arange(0, CHUNKS_P2)
     slots = stats_ptr + (row * CHUNKS + c) * 2
     m_c = tl.load(slots, mask=c < CHUNKS, other=float("-inf"), cache_modifier=".cg")
@@ -320,19 +316,13 @@ def _bwd_split_one_launch(
 ):
     # As _fwd_split_one_launch: y and dy are read once and stay in registers while the
     # row's partial dots are exchanged; they are summed in chunk order (deterministic).
-    ticket = tl.atomic_add(sync_ptr, 1)
-    row = (ticket // CHUNKS).to(tl.int64)
-    chunk = ticket % CHUNKS
+    row, chunk = take_ticket(sync_ptr, CHUNKS)
     idx = chunk * BLOCK + tl.arange(0, BLOCK)
     ok = idx < WIDTH
     y = tl.load(y_ptr + row * y_stride + idx, mask=ok, other=0.0).to(tl.float32)
     dy = tl.load(dy_ptr + row * dy_stride + idx, mask=ok, other=0.0).to(tl.float32)
     tl.store(part_ptr + row * CHUNKS + chunk, tl.sum(y * dy, axis=0))
-    tl.debug_barrier()
-    tl.atomic_add(sync_ptr + 1 + row, 1, sem="release")
-    arrived = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire")
-    while arrived < CHUNKS:
-        arrived = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire")
+    row_barrier(sync_ptr, row, CHUNKS)
     c = tl.arange(0, CHUNKS_P2)
     dot = tl.sum(tl.load(part_ptr + row * CHUNKS + c, mask=c < CHUNKS, other=0.0, cache_modifier=".cg"), axis=0)
     tl.store(dx_ptr + row * dx_stride + idx, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=ok)

@@ -4,6 +4,7 @@ computed from the current results.  The prose around them lives in
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from markupsafe import Markup
@@ -369,6 +370,26 @@ def _cases(label: str, cases: list[CaseResult]) -> Markup:
     return sentence("{label}: {ids}. ", label=label, ids=", ".join(c.case_id for c in cases[:8]))
 
 
+def _pairwise(
+    claim_id: str, cases: list[CaseResult], fast: str, slow: str, text: str, holds: Callable[[int, int], bool]
+) -> Claim | None:
+    """A claim that variant ``fast`` beats ``slow`` over ``cases``: how often, and by how much
+    at most.  ``text`` has the slots {k}, {n}, {x} and {case}."""
+    ratios = {c.case_id: r.value for c in cases if (r := c.ratio(slow, fast)) is not None}
+    if not ratios:
+        return None
+    wins = [c for c in cases if ratios.get(c.case_id, 0) > 1]
+    best = max((c for c in cases if c.case_id in ratios), key=lambda c: ratios[c.case_id])
+    return Claim(
+        claim_id,
+        sentence(
+            text, k=Num(len(wins), "count"), n=Num(len(ratios), "count"), x=best.speedup(fast, slow), case=best.case_id
+        ),  # type: ignore[arg-type]
+        holds(len(wins), len(ratios)),
+        evidence=_cases(f"{slow} was faster", [c for c in cases if c.case_id in ratios and c not in wins]),
+    )
+
+
 def _observations(results: StudyResults) -> list[Claim]:
     out: list[Claim] = []
     with_liger = [c for c in results.cases.values() if "liger" in c.variants]
@@ -417,78 +438,47 @@ def _observations(results: StudyResults) -> list[Claim]:
                 evidence=_cases("failed in the forward", [c for c in failed if c.params["direction"] == "fwd"]),
             )
         )
-    few = [c for c in results.cases.values() if "triton-split" in c.variants and c.params["rows"] < 132]
-    split_wins = [c for c in few if (r := c.ratio("triton-looped", "triton-split")) is not None and r.value > 1]
-    if few:
-        best = max(few, key=lambda c: c.ratio("triton-looped", "triton-split").value)  # type: ignore[union-attr]
-        out.append(
-            Claim(
-                "split-wins-few-rows",
-                sentence(
-                    "Splitting a row across programs pays when rows are fewer than the SMs: the split plan beat "
-                    "the looped plan in {k} of {n} such cases, by up to {x} ({case}).",
-                    k=Num(len(split_wins), "count"),
-                    n=Num(len(few), "count"),
-                    x=best.speedup("triton-split", "triton-looped"),
-                    case=best.case_id,
-                ),  # type: ignore[arg-type]
-                len(split_wins) == len(few),
-            )
-        )
-    many = [c for c in results.cases.values() if "triton-split" in c.variants and c.params["rows"] >= 132]
-    loop_wins = [c for c in many if (r := c.ratio("triton-split", "triton-looped")) is not None and r.value > 1]
-    if many:
-        c0 = many[0]
-        out.append(
-            Claim(
-                "loop-wins-many-rows",
-                sentence(
-                    "With rows enough to fill the GPU, looping beats splitting: looped was faster in {k} of {n} "
-                    "such cases ({case}: {x} over split).",
-                    k=Num(len(loop_wins), "count"),
-                    n=Num(len(many), "count"),
-                    case=c0.case_id,
-                    x=c0.speedup("triton-looped", "triton-split") or "—",
-                ),  # type: ignore[arg-type]
-                len(loop_wins) == len(many),
-            )
-        )
-    one = [c for c in results.cases.values() if "triton-split-1launch" in c.variants and c.params["dtype"] != "fp32"]
-    one_slower = [c for c in one if (r := c.ratio("triton-split-1launch", "triton-split")) is not None and r.value > 1]
-    if one:
-        worst = max(one_slower or one, key=lambda c: c.ratio("triton-split-1launch", "triton-split").value)  # type: ignore[union-attr]
-        out.append(
-            Claim(
-                "one-launch-split-loses",
-                sentence(
-                    "Negative result: the one-launch split, which reads each row once instead of twice, was slower "
-                    "than the two-launch split in {k} of {n} bf16 and fp16 wide cases, by up to {x} ({case}).",
-                    k=Num(len(one_slower), "count"),
-                    n=Num(len(one), "count"),
-                    x=worst.speedup("triton-split", "triton-split-1launch"),
-                    case=worst.case_id,
-                ),  # type: ignore[arg-type]
-                len(one_slower) == len(one),
-            )
-        )
-    fp32 = [c for c in results.cases.values() if "triton-split-1launch" in c.variants and c.params["dtype"] == "fp32"]
-    fp32_wins = [c for c in fp32 if (r := c.ratio("triton-split", "triton-split-1launch")) is not None and r.value > 1]
-    if fp32:
-        c0 = max(fp32, key=lambda c: c.ratio("triton-split", "triton-split-1launch").value)  # type: ignore[union-attr]
-        out.append(
-            Claim(
-                "one-launch-split-fp32",
-                sentence(
-                    "In fp32, where a 4096-wide chunk is twice the bytes, the one-launch split won {k} of {n} cases "
-                    "(best {x} at {case}).",
-                    k=Num(len(fp32_wins), "count"),
-                    n=Num(len(fp32), "count"),
-                    x=c0.speedup("triton-split-1launch", "triton-split"),
-                    case=c0.case_id,
-                ),  # type: ignore[arg-type]
-                len(fp32_wins) > 0,
-            )
-        )
+    with_split = [c for c in results.cases.values() if "triton-split" in c.variants]
+    with_one = [c for c in results.cases.values() if "triton-split-1launch" in c.variants]
+    claims = [
+        _pairwise(
+            "split-wins-few-rows",
+            [c for c in with_split if c.params["rows"] < 132],
+            "triton-split",
+            "triton-looped",
+            "Splitting a row across programs pays when rows are fewer than the SMs: the split plan beat the looped "
+            "plan in {k} of {n} such cases, by up to {x} ({case}).",
+            lambda k, n: k == n,
+        ),
+        _pairwise(
+            "loop-wins-many-rows",
+            [c for c in with_split if c.params["rows"] >= 132],
+            "triton-looped",
+            "triton-split",
+            "With rows enough to fill the GPU, looping beats splitting: looped was faster in {k} of {n} such cases, "
+            "by up to {x} ({case}).",
+            lambda k, n: k == n,
+        ),
+        _pairwise(
+            "one-launch-split-loses",
+            [c for c in with_one if c.params["dtype"] != "fp32"],
+            "triton-split",
+            "triton-split-1launch",
+            "Negative result: the one-launch split, which reads each row once instead of twice, was slower than the "
+            "two-launch split in {k} of {n} bf16 and fp16 wide cases, by up to {x} ({case}).",
+            lambda k, n: k == n,
+        ),
+        _pairwise(
+            "one-launch-split-fp32",
+            [c for c in with_one if c.params["dtype"] == "fp32"],
+            "triton-split-1launch",
+            "triton-split",
+            "In fp32, where a 4096-wide chunk is twice the bytes, the one-launch split won {k} of {n} cases "
+            "(best {x} at {case}).",
+            lambda k, n: k > 0,
+        ),
+    ]
+    out += [c for c in claims if c is not None]
     warm_fast = []
     for c in results.where(direction="fwd", l2="warm"):
         m = c.get(OURS)
