@@ -14,12 +14,12 @@ from typing import Literal
 
 from markupsafe import Markup, escape
 
-from publish.numbers import Num, markup
+from publish.numbers import Num, render
 
 
 def sentence(template: str, **values: Num | str) -> Markup:
     """Fill ``{name}`` slots: ``Num`` values render with their provenance, text is escaped."""
-    rendered = {k: markup(v) if isinstance(v, Num) else escape(v) for k, v in values.items()}
+    rendered = {k: Markup(render(v)) if isinstance(v, Num) else escape(v) for k, v in values.items()}
     return Markup(str(escape(template)).format(**rendered))
 
 

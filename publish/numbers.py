@@ -12,8 +12,6 @@ import html
 import math
 from dataclasses import dataclass, field
 
-from markupsafe import Markup
-
 
 @dataclass(frozen=True)
 class Source:
@@ -99,18 +97,14 @@ def definition(value: float, kind: str, note: str) -> Num:
     return Num(value, kind, (), note=note)
 
 
-def render(num: Num, base: str = "") -> str:
+def render(num: Num) -> str:
     classes = " ".join(c for c in ("num", num.css) if c)
     text = html.escape(num.text())
     if not num.sources:
         return f'<span class="{classes}" title="{html.escape(num.title(), quote=True)}">{text}</span>'
     first = num.sources[0]
     return (
-        f'<a class="{classes}" href="{base}sources.html#run-{html.escape(first.run_id, quote=True)}" '
+        f'<a class="{classes}" href="sources.html#run-{html.escape(first.run_id, quote=True)}" '
         f'data-run="{html.escape(first.run_id, quote=True)}" '
         f'title="{html.escape(num.title(), quote=True)}">{text}</a>'
     )
-
-
-def markup(num: Num) -> Markup:
-    return Markup(render(num))

@@ -113,7 +113,10 @@ def render(root: Path, data: SiteData, site_url: str) -> Rendered:
     contexts = {p.output: p.context(data) for p in pages()}
     claims = _unique([(p.output, c) for p in pages() if p.claims for c in _walk(contexts[p.output], Claim)])
     contradicted = [(page, c) for page, c in claims if c.kind == "observation" and not c.holds]
-    history = claim_history(data.runs, lambda runs: claims_of(SiteData(runs)))
+    # The last step of the history is the current set of runs, whose claims are already known.
+    history = claim_history(
+        data.runs, lambda runs: claims if len(runs) == len(data.runs) else claims_of(SiteData(runs))
+    )
     contexts["review.md"] = review.context(data, history, contradicted)
     templates = {p.output: p.template for p in pages()} | {"review.md": "review.md.j2"}
 

@@ -49,14 +49,14 @@ def _shapes(results: StudyResults, direction: str, dtype: str) -> list[tuple[int
 
 
 def _refusal(c: CaseResult, variant: str) -> Text:
+    """Why a variant has no time here: it declined the case, failed the float64 check, or
+    raised (a library's own limit, such as Liger's widest block, arrives as an exception)."""
     m = c.variants.get(variant)
     if m is None:
         return Text("—", "not run for this case")
-    return Text(
-        "refused" if (m.error or "").startswith("refused") or "Error" in (m.error or "") else "failed",
-        m.error or "",
-        "refused",
-    )
+    error = m.error or ""
+    label = "refused" if error.startswith("refused") else "failed check" if error.startswith("check") else "error"
+    return Text(label, error, "refused")
 
 
 def speed_table(results: StudyResults, direction: str, dtype: str) -> Table | None:
