@@ -1,47 +1,73 @@
-"""Shared base for row-wise operators (softmax now; RMSNorm, row sum and cross-entropy next).
+"""Shared base for row-wise operators: softmax now; RMSNorm, row sum and cross-entropy next.
 
-Every row-wise operator reduces over the last dimension of a ``[rows, width]`` view and
-faces the same two questions, answered here once:
+Every row-wise operator reduces over the last dimension of a ``[rows, width]`` view and then
+writes an elementwise function of the row and the reduced statistics.  Everything but that
+arithmetic lives here, once, and an operator supplies only a :class:`RowOp`: four small jit
+functions (the whole-row function of the block plan, the running accumulation over a chunk,
+the merge of per-chunk statistics, and the elementwise apply).
 
-* **Which plan?**  A row that fits in registers is loaded once (``block``).  A wider row is
-  walked in chunks by one program (``looped``: statistics pass, then a second read to
-  write), or cut into chunks spread over several programs (``split``: one launch writes
-  per-chunk statistics, a second merges them and writes).  Looping reads the row twice
-  but keeps one program per row; splitting also reads it twice, and pays a second launch,
-  but puts ``rows * chunks`` programs on the GPU, which is what few wide rows need.
-* **How to view the input?**  Validation that names the bad argument, and a 2-D row view
-  that keeps the caller's row stride instead of copying.
+* **Plans** (:func:`plan_rows`).  A row that fits in registers is loaded once (``block``,
+  several narrow rows packed per program when there are many).  A wider row is walked in
+  chunks by one program (``looped``: a statistics pass, then a second read, ideally from
+  L2, to write), or cut into chunks spread over several programs (``split``: one launch
+  writes per-chunk statistics, a second merges them and writes).  Splitting pays when rows
+  are too few to give every SM a program.  A reduction *down* the rows (a column sum, which
+  RMSNorm's weight gradient needs) has its own plan (:func:`plan_columns`, :func:`column_sum`).
+* **Row geometry** (:func:`row_layout`, :func:`row_window`, :func:`window_masks`).  Triton
+  issues a 16-byte load only where it can prove the address is 16-byte aligned *and* the
+  mask is constant over the vector; a width such as 50257 breaks both, and every load and
+  store becomes a 2-byte one.  So rows are read through a window that starts at the 16-byte
+  boundary at or before the row's first element, loads are masked per 16-byte group (the
+  few neighbouring elements inside a group are read and discarded, never written), whole
+  groups are stored as vectors, and the at most two partial groups at a row's ends are
+  stored element by element (:func:`edge_offsets`).
+* **Launch scaffolding** (:func:`run_rows`, :class:`RowLauncher`).  Grids within the
+  hardware's limits (rows beyond 2^31 - 1 programs are launched in batches), scratch for
+  split statistics, the device guard for tensors on a GPU other than the current one, and
+  the cached launch of :mod:`kernels._launch`.
 
-The width is the model's (hidden size, vocabulary), so everything the plan derives from
-the width may be a compile-time constant.  The row count changes per batch: the plan
-reads it only to choose between kernels, never to specialise one, so a new batch size
-reuses the compiled kernel of its plan.
+The width is the model's (hidden size, vocabulary), so everything the plan derives from the
+width is a compile-time constant.  The row count changes per batch: the plan reads it only
+to choose between kernels, never to specialise one, so a new batch size reuses the compiled
+kernel of its plan.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import os
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 import triton
 import triton.language as tl
 
+from kernels._launch import INTERPRETER, FastKernel
+
 PlanKind = Literal["block", "looped", "split"]
 PLAN_KINDS: tuple[PlanKind, ...] = ("block", "looped", "split")
-FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+MAX_GRID_X = 2**31 - 1  # CUDA's limit on grid axis 0; axes 1 and 2 stop at 65535, so only axis 0 is used
+MAX_SPLIT_CHUNKS = 1024  # per row: the merge loads a row's statistics as one vector
+VECTOR_BYTES = 16  # one 128-bit load or store per thread and step
+ALIGN_NONE, ALIGN_ROWS, ALIGN_WINDOW = 0, 1, 2
+
+# =============================================================================== plans
 
 
 @dataclass(frozen=True)
 class RowPlan:
-    """How one launch covers a ``[rows, width]`` problem.
+    """How a ``[rows, width]`` problem is covered.
 
-    ``block`` is the number of row elements one program holds at a time; ``rows_per_program``
-    packs several narrow rows into one program so that a 127-wide row does not leave most
-    lanes idle.  ``chunks`` is the number of programs per row (``split`` only).
+    ``block``: row elements one program holds at a time.  ``rows_per_program``: narrow rows
+    packed into one program (``block`` plan).  ``chunks``: programs per row, and ``span``:
+    blocks each of them walks (``split`` plan; a chunk is ``block * span`` elements).
+    ``stages``: software-pipelining depth of the chunk loops.  ``evict``: ask L2 to keep a
+    row's first read for its second (``looped``).  ``one_launch``: the split's programs
+    exchange statistics at a barrier inside one launch (never chosen by the planner; only
+    launched where it cannot deadlock, see :func:`one_launch_split_ok`).
     """
 
     kind: PlanKind
@@ -49,6 +75,9 @@ class RowPlan:
     num_warps: int
     rows_per_program: int = 1
     chunks: int = 1
+    span: int = 1
+    stages: int = 1
+    evict: bool = True
     one_launch: bool = False
 
     def describe(self) -> dict[str, int | str | bool]:
@@ -58,43 +87,68 @@ class RowPlan:
             "num_warps": self.num_warps,
             "rows_per_program": self.rows_per_program,
             "chunks": self.chunks,
+            "span": self.span,
+            "stages": self.stages,
+            "evict": self.evict,
             "one_launch": self.one_launch,
         }
+
+    @property
+    def label(self) -> str:
+        """A short name: ``block-4096``, ``looped-8192``, ``split-4096x2``, ``split-2048-1launch``."""
+        if self.kind == "block":
+            return f"block-{self.block}" + (f"-{self.rows_per_program}rows" if self.rows_per_program > 1 else "")
+        if self.kind == "looped":
+            return f"looped-{self.block}"
+        span = f"x{self.span}" if self.span > 1 else ""
+        return f"split-{self.block}{span}" + ("-1launch" if self.one_launch else "")
 
 
 @dataclass(frozen=True)
 class RowPolicy:
-    """An operator's thresholds for the planner (the defaults are softmax's, measured on
-    an H200: notes/2026-11-29-tune-plans-2545267.log).
+    """An operator's thresholds for the planner.
 
-    ``max_block_bytes``: widest row (in input bytes) kept whole in one program; wider rows
-    held in registers cost occupancy more than the second read of looping costs.
+    ``max_block_bytes``: widest row (input bytes, window included) kept whole in registers.
     ``chunk``: elements per step of the looped plan.
-    ``split_chunk``: elements per program of the split plan (halved for rows up to
-    ``narrow_split_width``, which have few chunks to spread).
-    ``split_rows_per_sm``: split while ``rows < split_rows_per_sm * SMs`` (few rows cannot
-    fill the GPU with one program each).
-    ``pack_elems``: narrow rows are packed into programs of up to this many elements, at
-    most ``max_rows_per_program`` rows.
+    ``split_chunk``: elements per program of the split plan (``narrow_split_chunk`` for rows
+    up to ``narrow_split_width`` elements, which have few chunks to spread).
+    ``split_rows_per_sm``: split while ``rows < split_rows_per_sm * SMs``.
+    ``pack_elems``, ``max_rows_per_program``: narrow rows are packed into programs of up to
+    this many elements and rows once there are ``pack_min_rows_per_sm * SMs`` rows or more
+    (with fewer, one row per program starts more programs and finishes sooner).
     """
 
     max_block_bytes: int = 16 * 1024
     chunk: int = 8192
     split_chunk: int = 4096
+    narrow_split_chunk: int = 2048
     narrow_split_width: int = 65536
     split_rows_per_sm: float = 1.0
     pack_elems: int = 2048
     max_rows_per_program: int = 4
+    pack_min_rows_per_sm: float = 8.0
 
 
 def warps_for(block_elems: int) -> int:
     """Warps for a program that holds ``block_elems`` values at once (16-64 per thread;
-    32 warps measured no faster than 16 at 32768)."""
+    32 warps measured no faster than 16 at 32768 on the H200)."""
     if block_elems <= 2048:
         return 4
     if block_elems <= 8192:
         return 8
     return 16
+
+
+def split_geometry(span_elems: int, chunk: int, block: int) -> tuple[int, int]:
+    """(chunks, span) for ``span_elems`` (a row plus its alignment window) cut into programs
+    of ``chunk`` elements walked in blocks of ``block``, with at most MAX_SPLIT_CHUNKS per
+    row: wider rows get longer chunks rather than more of them."""
+    span = max(1, chunk // block)
+    chunks = triton.cdiv(span_elems, block * span)
+    if chunks > MAX_SPLIT_CHUNKS:
+        span = triton.cdiv(triton.cdiv(span_elems, block), MAX_SPLIT_CHUNKS)
+        chunks = triton.cdiv(span_elems, block * span)
+    return chunks, span
 
 
 def plan_rows(
@@ -104,16 +158,20 @@ def plan_rows(
     sm_count: int,
     policy: RowPolicy,
     force: PlanKind | None = None,
+    pad: int = 0,
 ) -> RowPlan:
-    """Choose (or, with ``force``, build) the plan for ``n_rows`` rows of ``width`` elements."""
+    """Choose (or, with ``force``, build) the plan for ``n_rows`` rows of ``width`` elements
+    of ``elem_bytes`` bytes on a GPU with ``sm_count`` multiprocessors.  ``pad``: elements
+    the alignment window may add in front of a row (``VEC - 1`` for misaligned rows, else 0).
+
+    Raises ``ValueError`` for an unknown ``force``."""
     if force is not None and force not in PLAN_KINDS:
         raise ValueError(f"plan must be one of {PLAN_KINDS} or None, got {force!r}")
-    whole = triton.next_power_of_2(max(width, 1))
-    fits = whole * elem_bytes <= policy.max_block_bytes
+    whole = triton.next_power_of_2(max(width + pad, 1))
     kind: PlanKind
     if force is not None:
         kind = force
-    elif fits:
+    elif whole * elem_bytes <= policy.max_block_bytes:
         kind = "block"
     elif n_rows < policy.split_rows_per_sm * sm_count:
         kind = "split"
@@ -121,67 +179,66 @@ def plan_rows(
         kind = "looped"
 
     if kind == "block":
-        rows_per_program = max(1, min(policy.max_rows_per_program, policy.pack_elems // whole))
+        pack = n_rows >= policy.pack_min_rows_per_sm * sm_count
+        rows_per_program = max(1, min(policy.max_rows_per_program, policy.pack_elems // whole)) if pack else 1
         return RowPlan("block", whole, warps_for(whole * rows_per_program), rows_per_program)
     if kind == "looped":
         block = min(policy.chunk, whole)
         return RowPlan("looped", block, warps_for(block))
-    block = min(policy.split_chunk // (2 if width <= policy.narrow_split_width else 1), whole)
-    chunks = triton.cdiv(width, block)
-    return RowPlan("split", block, warps_for(block), chunks=chunks)
+    chunk = policy.narrow_split_chunk if width <= policy.narrow_split_width else policy.split_chunk
+    block = min(chunk, whole)
+    chunks, span = split_geometry(width + pad, chunk, block)
+    return RowPlan("split", block, warps_for(block), chunks=chunks, span=span)
 
 
-def one_launch_split_ok(chunks: int, sm_count: int) -> bool:
-    """Whether a row's ``chunks`` programs may wait for each other inside one launch.
+def one_launch_split_ok(plan: RowPlan, sm_count: int) -> bool:
+    """Whether a one-launch split cannot deadlock.
 
-    Programs take their (row, chunk) from an atomic ticket, so every row but the one being
+    Its programs take (row, chunk) from an atomic ticket, so every row but the one being
     handed out has all its programs resident or finished; only that last row waits, on at
     most ``chunks - 1`` resident programs.  It cannot deadlock while those fit on the GPU
     beside one more program: at two programs per SM (far below what these small programs
-    allow) that is ``chunks <= 2 * SMs``.  The interpreter runs programs one after another,
-    so a program waiting for another would wait forever: there, always two launches.
-    """
-    return not INTERPRETER and chunks <= 2 * sm_count
+    allow) that is ``chunks <= 2 * SMs``, with each program walking a single block.  The
+    interpreter runs programs one after another, so a program waiting for another would
+    wait forever there: never allowed."""
+    return not INTERPRETER and plan.span == 1 and plan.chunks <= 2 * sm_count
 
 
-# --------------------------------------------------------------------------- input checks
+@dataclass(frozen=True)
+class ColumnPlan:
+    """A reduction down the rows of ``[rows, width]`` (one result per column): programs of
+    ``block_cols`` columns by ``rows_per_split`` rows write fp32 partial sums, ``splits``
+    per column, which a second launch adds in a fixed order (deterministic, no atomics)."""
+
+    block_cols: int
+    rows_per_split: int
+    splits: int
+    num_warps: int
 
 
-# Read once at import: the functional's checks are traced by torch.compile, which should
-# see a constant here rather than an environment lookup.
-INTERPRETER = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+def plan_columns(n_rows: int, width: int, sm_count: int, block_cols: int = 256) -> ColumnPlan:
+    """Enough row splits that column blocks times splits give every SM about four programs,
+    each still summing at least 64 rows."""
+    block_cols = min(block_cols, triton.next_power_of_2(max(width, 1)))
+    col_blocks = triton.cdiv(max(width, 1), block_cols)
+    want = max(1, (4 * sm_count) // col_blocks)
+    splits = max(1, min(want, triton.cdiv(max(n_rows, 1), 64)))
+    rows_per_split = triton.cdiv(max(n_rows, 1), splits)
+    return ColumnPlan(block_cols, rows_per_split, triton.cdiv(max(n_rows, 1), rows_per_split), 4)
 
 
-def check_rows(name: str, arg: str, t: torch.Tensor) -> None:
-    """Raise a ``TypeError``/``ValueError`` naming ``arg`` when ``t`` cannot be a row input."""
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name}: {arg} must be a torch.Tensor, got {type(t).__name__}")
-    if t.dim() == 0:
-        raise ValueError(f"{name}: {arg} must have at least one dimension, got a 0-d tensor")
-    if t.dtype not in FLOAT_DTYPES:
-        raise TypeError(f"{name}: {arg} has dtype {t.dtype}; expected float16, bfloat16 or float32")
-    on_cpu_ok = t.device.type == "cpu" and INTERPRETER
-    if t.device.type not in ("cuda", "meta") and not on_cpu_ok:
-        raise ValueError(
-            f"{name}: {arg} is on device '{t.device}'; expected a CUDA tensor "
-            "(CPU tensors run only under TRITON_INTERPRET=1)"
-        )
-    if t.shape[-1] > 1 and t.stride(-1) != 1:
-        raise ValueError(
-            f"{name}: {arg} must be contiguous in its last dimension (stride 1), got stride "
-            f"{t.stride(-1)}; pass {arg}.contiguous()"
-        )
+# =============================================================================== row views
 
 
 def as_rows(t: torch.Tensor) -> torch.Tensor:
-    """A ``[rows, width]`` view of ``t`` that keeps its row stride (no copy when the leading
-    dimensions collapse into one stride, which covers slices like ``x[:, :width]``)."""
+    """A ``[rows, width]`` view of ``t`` (last dimension contiguous) that keeps its row
+    stride instead of copying; leading dimensions that no single stride describes (a
+    permuted batch) cost one copy."""
     width = t.shape[-1]
     rows = math.prod(t.shape[:-1])
     try:
         return t.view(rows, width)
     except RuntimeError:
-        # Leading dimensions that no single stride describes (a permuted batch): one copy.
         return t.reshape(rows, width)
 
 
@@ -191,24 +248,106 @@ def _sm_count(index: int) -> int:
 
 
 def sm_count(device: torch.device) -> int:
-    """Multiprocessors of ``device``; the H200's 132 under the interpreter."""
+    """Multiprocessors of ``device``; the H200's 132 for CPU tensors (the interpreter)."""
     if device.type != "cuda":
         return 132
     return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
 
 
-# --------------------------------------------------------------------------- jit helpers
+def row_layout(tensors: Sequence[torch.Tensor]) -> tuple[int, int]:
+    """(VEC, ALIGN) for 2-D row tensors read or written together.
+
+    ``VEC``: elements in one 16-byte vector of the narrowest dtype.  ``ALIGN``: ALIGN_ROWS
+    when every row of every tensor starts on a 16-byte boundary; ALIGN_WINDOW when rows are
+    misaligned but by the same amount in every tensor (one window per row serves them all);
+    ALIGN_NONE otherwise (plain element offsets, which Triton cannot vectorize)."""
+    vec = VECTOR_BYTES // min(t.element_size() for t in tensors)
+    if any(t.data_ptr() % VECTOR_BYTES for t in tensors):
+        return vec, ALIGN_NONE
+    if tensors[0].shape[0] <= 1:
+        return vec, ALIGN_ROWS
+    first = tensors[0].stride(0) % vec
+    if any(t.stride(0) % vec != first for t in tensors):
+        return vec, ALIGN_NONE
+    return vec, ALIGN_ROWS if first == 0 else ALIGN_WINDOW
+
+
+# =============================================================================== jit helpers
 
 
 @triton.jit
 def safe_shift(m):
     """The value to subtract before ``exp``: the running max, or 0 where the max is -inf.
 
-    A lane or chunk that has seen only ``-inf`` (a masked prefix of attention scores) has
-    max ``-inf``; shifting by it would compute ``exp(-inf - -inf) = exp(nan)``.  Shifting by
-    0 instead gives ``exp(-inf) = 0`` and keeps its sum at 0.
-    """
+    A lane, chunk or row that has seen only ``-inf`` (masked attention scores) has max
+    ``-inf``; shifting by it would compute ``exp(-inf - -inf) = exp(nan)``.  Shifting by 0
+    gives ``exp(-inf) = 0`` and keeps its sum at 0.  NaN and +inf pass through, so a row
+    holding either ends with a NaN sum and NaN outputs, as in ``torch.softmax``."""
     return tl.where(m == float("-inf"), 0.0, m)
+
+
+@triton.jit
+def merge_max_sum(m, s, m_part, s_part):
+    """Fold ``[R, B]`` pairs (max, sum of exp(x - max)) into the running ``[R]`` (m, s).
+    Raw values x are the pairs (x, 1): ``merge_max_sum(m, s, x, 1.0)``.  One exp per
+    element and one rescale of the running sum per block, not per element."""
+    m_new = tl.maximum(m, tl.max(m_part, axis=1))
+    shift = safe_shift(m_new)
+    s = s * tl.exp(m - shift) + tl.sum(s_part * tl.exp(m_part - shift[:, None]), axis=1)
+    return m_new, s
+
+
+@triton.jit
+def inverse_or_zero(s):
+    """1 / s, and 0 for a zero sum (a row of only -inf writes zeros); a NaN sum stays NaN."""
+    return tl.where(s == 0.0, 0.0, 1.0 / s)
+
+
+@triton.jit
+def row_window(rows, stride, VEC: tl.constexpr, ALIGN: tl.constexpr):
+    """(base, lead) for ``[R]`` int64 row indices: the offset loads of a row start at, and how
+    many elements of the previous row precede the row's first element in its window.  The
+    base is a multiple of VEC unless ALIGN is ALIGN_NONE."""
+    start = rows * stride
+    if ALIGN == 2:
+        lead = start % VEC
+        base = tl.multiple_of(start - lead, VEC)
+    elif ALIGN == 1:
+        lead = start * 0
+        base = tl.multiple_of(start, VEC)
+    else:
+        lead = start * 0
+        base = start
+    return base, lead
+
+
+@triton.jit
+def window_masks(k, lead, WIDTH: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr):
+    """Masks over window offsets ``k`` ([R, B]) of rows with ``lead`` ([R, 1]):
+    ``load``: the 16-byte group touches the row (constant per group, so loads vectorize);
+    ``inside``: the element is the row's; ``store``: the whole group is the row's."""
+    pos = k - lead
+    inside = (pos >= 0) & (pos < WIDTH)
+    if ALIGN == 0:
+        return inside, inside, inside
+    group = (k // VEC) * VEC - lead
+    load = tl.max_constancy((group + VEC > 0) & (group < WIDTH), [1, VEC])
+    store = tl.max_constancy((group >= 0) & (group + VEC <= WIDTH), [1, VEC])
+    return load, inside, store
+
+
+@triton.jit
+def edge_offsets(lead, WIDTH: tl.constexpr, VEC: tl.constexpr):
+    """Window offsets ([R, 2 VEC]) of the at most two partially filled groups at the ends of
+    rows with ``lead`` ([R, 1]), and the mask of their elements that the group-wise store
+    skipped.  Stored element by element: 2 VEC lanes per row, not the whole row."""
+    e = tl.arange(0, 2 * VEC)[None, :]
+    tail = ((lead + WIDTH) // VEC) * VEC
+    k = tl.where(e < VEC, e, tail + e - VEC)
+    pos = k - lead
+    group = (k // VEC) * VEC - lead
+    partial = (pos >= 0) & (pos < WIDTH) & ((group < 0) | (group + VEC > WIDTH))
+    return k, partial & ((e < VEC) | (tail > 0))
 
 
 @triton.jit
@@ -232,3 +371,380 @@ def row_barrier(sync_ptr, row, CHUNKS: tl.constexpr):
     arrived = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire")
     while arrived < CHUNKS:
         arrived = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire")
+
+
+@triton.jit
+def _load_ab(a_ptr, b_ptr, a_base, b_base, k, load, inside, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
+             ACC: tl.constexpr, POLICY: tl.constexpr):
+    # The loads of one tile.  Elements of neighbouring rows inside a 16-byte group are read
+    # (the group is one vector) and replaced by the fill value, never used.
+    a = tl.load(a_ptr + a_base + k, mask=load, other=A_FILL, eviction_policy=POLICY)
+    a = tl.where(inside, a.to(A_CAST).to(ACC), A_FILL)
+    if HAS_B:
+        b = tl.load(b_ptr + b_base + k, mask=load, other=0.0, eviction_policy=POLICY)
+        b = tl.where(inside, b.to(ACC), 0.0)
+    else:
+        b = a
+    return a, b
+
+
+@triton.jit
+def _chunk_offsets(i, BLOCK: tl.constexpr, WIDE: tl.constexpr):
+    # Window offsets of block i; 64-bit only for rows that can pass 2^31 elements.
+    if WIDE:
+        return i.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)[None, :]
+    return i * BLOCK + tl.arange(0, BLOCK)[None, :]
+
+
+# =============================================================================== generic row kernels
+# Every kernel takes (a, b, out): softmax's forward uses a = x (no b); its backward a = y, b = dy.
+# Integer arguments are int64 and never specialized (see kernels/_launch.py).
+
+_INTS = ["n_rows", "a_stride", "b_stride", "out_stride"]
+
+
+@triton.jit(do_not_specialize=_INTS)
+def row_block_kernel(
+    a_ptr, b_ptr, out_ptr,
+    n_rows: tl.int64, a_stride: tl.int64, b_stride: tl.int64, out_stride: tl.int64,
+    WIDTH: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
+    ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
+    ROW_FN: tl.constexpr, APPLY: tl.constexpr,
+):  # fmt: skip
+    # One read of ROWS whole rows into registers and one write: the minimum traffic.
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    live = (rows < n_rows)[:, None]
+    a_base, lead = row_window(rows, a_stride, VEC, ALIGN)
+    b_base, _lead_b = row_window(rows, b_stride, VEC, ALIGN)
+    o_base, _lead_o = row_window(rows, out_stride, VEC, ALIGN)
+    a_base, b_base, o_base, lead = a_base[:, None], b_base[:, None], o_base[:, None], lead[:, None]
+    k = tl.arange(0, BLOCK)[None, :]
+    load, inside, store = window_masks(k, lead, WIDTH, VEC, ALIGN)
+    a, b = _load_ab(a_ptr, b_ptr, a_base, b_base, k, load & live, inside, A_CAST, A_FILL, HAS_B, ACC, "")
+    out, m, s = ROW_FN(a, b)
+    tl.store(out_ptr + o_base + k, out.to(out_ptr.dtype.element_ty), mask=store & live)
+    if ALIGN == 2 or (ALIGN == 1 and WIDTH % VEC != 0):
+        ke, edge = edge_offsets(lead, WIDTH, VEC)
+        ae, be = _load_ab(a_ptr, b_ptr, a_base, b_base, ke, edge & live, edge, A_CAST, A_FILL, HAS_B, ACC, "")
+        oe = APPLY(ae, be, m, s)
+        tl.store(out_ptr + o_base + ke, oe.to(out_ptr.dtype.element_ty), mask=edge & live)
+
+
+@triton.jit(do_not_specialize=_INTS)
+def row_looped_kernel(
+    a_ptr, b_ptr, out_ptr,
+    n_rows: tl.int64, a_stride: tl.int64, b_stride: tl.int64, out_stride: tl.int64,
+    WIDTH: tl.constexpr, BLOCK: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
+    ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
+    ACCUMULATE: tl.constexpr, APPLY: tl.constexpr, STAGES: tl.constexpr, EVICT: tl.constexpr,
+):  # fmt: skip
+    # Pass 1 accumulates the row's statistics chunk by chunk; pass 2 walks the chunks
+    # backwards, so its first reads are the chunks pass 1 loaded last, still in L2 (and pass
+    # 1 asked L2 to keep them; pass 2 lets them go).
+    rows = tl.program_id(0).to(tl.int64) + tl.arange(0, 1)
+    a_base, lead = row_window(rows, a_stride, VEC, ALIGN)
+    b_base, _lead_b = row_window(rows, b_stride, VEC, ALIGN)
+    o_base, _lead_o = row_window(rows, out_stride, VEC, ALIGN)
+    a_base, b_base, o_base, lead = a_base[:, None], b_base[:, None], o_base[:, None], lead[:, None]
+    PAD: tl.constexpr = VEC - 1 if ALIGN == 2 else 0
+    NCHUNK: tl.constexpr = (WIDTH + PAD + BLOCK - 1) // BLOCK
+    WIDE: tl.constexpr = WIDTH + PAD + BLOCK >= 2**31
+    FIRST: tl.constexpr = "evict_last" if EVICT else ""
+    SECOND: tl.constexpr = "evict_first" if EVICT else ""
+    m = tl.full((1,), float("-inf"), ACC)
+    s = tl.zeros((1,), ACC)
+    for i in tl.range(0, NCHUNK, num_stages=STAGES):
+        k = _chunk_offsets(i, BLOCK, WIDE)
+        load, inside, _store = window_masks(k, lead, WIDTH, VEC, ALIGN)
+        a, b = _load_ab(a_ptr, b_ptr, a_base, b_base, k, load, inside, A_CAST, A_FILL, HAS_B, ACC, FIRST)
+        m, s = ACCUMULATE(m, s, a, b)
+    for i in tl.range(0, NCHUNK, num_stages=STAGES):
+        k = _chunk_offsets(NCHUNK - 1 - i, BLOCK, WIDE)
+        load, inside, store = window_masks(k, lead, WIDTH, VEC, ALIGN)
+        a, b = _load_ab(a_ptr, b_ptr, a_base, b_base, k, load, inside, A_CAST, A_FILL, HAS_B, ACC, SECOND)
+        tl.store(out_ptr + o_base + k, APPLY(a, b, m, s).to(out_ptr.dtype.element_ty), mask=store)
+    if ALIGN == 2 or (ALIGN == 1 and WIDTH % VEC != 0):
+        ke, edge = edge_offsets(lead, WIDTH, VEC)
+        ae, be = _load_ab(a_ptr, b_ptr, a_base, b_base, ke, edge, edge, A_CAST, A_FILL, HAS_B, ACC, "")
+        tl.store(out_ptr + o_base + ke, APPLY(ae, be, m, s).to(out_ptr.dtype.element_ty), mask=edge)
+
+
+@triton.jit
+def _split_position(pid, BLOCK: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr, WIDE: tl.constexpr):
+    row = (pid // CHUNKS).to(tl.int64) + tl.arange(0, 1)
+    chunk = pid % CHUNKS
+    if WIDE:
+        first = chunk.to(tl.int64) * SPAN
+    else:
+        first = chunk * SPAN
+    return row, chunk, first
+
+
+@triton.jit(do_not_specialize=_INTS)
+def row_split_reduce_kernel(
+    a_ptr, b_ptr, stats_ptr,
+    n_rows: tl.int64, a_stride: tl.int64, b_stride: tl.int64, out_stride: tl.int64,
+    WIDTH: tl.constexpr, BLOCK: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
+    ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
+    ACCUMULATE: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr,
+):  # fmt: skip
+    # Program (row, chunk) reduces SPAN blocks and writes the chunk's two statistics (8 bytes
+    # in fp32) to stats[row, chunk]; it asks L2 to keep the chunk for the apply launch.
+    PAD: tl.constexpr = VEC - 1 if ALIGN == 2 else 0
+    WIDE: tl.constexpr = WIDTH + PAD + BLOCK >= 2**31
+    row, chunk, first = _split_position(tl.program_id(0), BLOCK, CHUNKS, SPAN, WIDE)
+    a_base, lead = row_window(row, a_stride, VEC, ALIGN)
+    b_base, _lead_b = row_window(row, b_stride, VEC, ALIGN)
+    a_base, b_base, lead = a_base[:, None], b_base[:, None], lead[:, None]
+    m = tl.full((1,), float("-inf"), ACC)
+    s = tl.zeros((1,), ACC)
+    for j in tl.range(0, SPAN):
+        k = _chunk_offsets(first + j, BLOCK, WIDE)
+        load, inside, _store = window_masks(k, lead, WIDTH, VEC, ALIGN)
+        a, b = _load_ab(a_ptr, b_ptr, a_base, b_base, k, load, inside, A_CAST, A_FILL, HAS_B, ACC, "evict_last")
+        m, s = ACCUMULATE(m, s, a, b)
+    slot = stats_ptr + (row * CHUNKS + chunk) * 2
+    tl.store(slot, m)
+    tl.store(slot + 1, s)
+
+
+@triton.jit
+def _merge_row_stats(stats_ptr, row, CHUNKS: tl.constexpr, COMBINE: tl.constexpr, ACC: tl.constexpr,
+                     CACHE: tl.constexpr):
+    # Every program of a row merges the row's CHUNKS statistics itself (a few hundred bytes,
+    # tiny next to its chunk) instead of a third launch doing it once per row.
+    CP2: tl.constexpr = triton.next_power_of_2(CHUNKS)
+    c = tl.arange(0, CP2)[None, :]
+    slots = stats_ptr + (row[:, None] * CHUNKS + c) * 2
+    m_c = tl.load(slots, mask=c < CHUNKS, other=float("-inf"), cache_modifier=CACHE)
+    s_c = tl.load(slots + 1, mask=c < CHUNKS, other=0.0, cache_modifier=CACHE)
+    return COMBINE(tl.full((1,), float("-inf"), ACC), tl.zeros((1,), ACC), m_c, s_c)
+
+
+@triton.jit(do_not_specialize=_INTS)
+def row_split_apply_kernel(
+    a_ptr, b_ptr, out_ptr, stats_ptr,
+    n_rows: tl.int64, a_stride: tl.int64, b_stride: tl.int64, out_stride: tl.int64,
+    WIDTH: tl.constexpr, BLOCK: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
+    ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
+    COMBINE: tl.constexpr, APPLY: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr,
+):  # fmt: skip
+    PAD: tl.constexpr = VEC - 1 if ALIGN == 2 else 0
+    WIDE: tl.constexpr = WIDTH + PAD + BLOCK >= 2**31
+    row, chunk, first = _split_position(tl.program_id(0), BLOCK, CHUNKS, SPAN, WIDE)
+    a_base, lead = row_window(row, a_stride, VEC, ALIGN)
+    b_base, _lead_b = row_window(row, b_stride, VEC, ALIGN)
+    o_base, _lead_o = row_window(row, out_stride, VEC, ALIGN)
+    a_base, b_base, o_base, lead = a_base[:, None], b_base[:, None], o_base[:, None], lead[:, None]
+    m, s = _merge_row_stats(stats_ptr, row, CHUNKS, COMBINE, ACC, "")
+    for j in tl.range(0, SPAN):
+        k = _chunk_offsets(first + j, BLOCK, WIDE)
+        load, inside, store = window_masks(k, lead, WIDTH, VEC, ALIGN)
+        a, b = _load_ab(a_ptr, b_ptr, a_base, b_base, k, load, inside, A_CAST, A_FILL, HAS_B, ACC, "evict_first")
+        tl.store(out_ptr + o_base + k, APPLY(a, b, m, s).to(out_ptr.dtype.element_ty), mask=store)
+    if ALIGN == 2 or (ALIGN == 1 and WIDTH % VEC != 0):
+        ke, edge = edge_offsets(lead, WIDTH, VEC)
+        mine = (ke >= first * BLOCK) & (ke < (first + SPAN) * BLOCK)  # the ends inside this chunk
+        ae, be = _load_ab(a_ptr, b_ptr, a_base, b_base, ke, edge & mine, edge, A_CAST, A_FILL, HAS_B, ACC, "")
+        tl.store(out_ptr + o_base + ke, APPLY(ae, be, m, s).to(out_ptr.dtype.element_ty), mask=edge & mine)
+
+
+@triton.jit(do_not_specialize=_INTS)
+def row_split_one_launch_kernel(
+    a_ptr, b_ptr, out_ptr, stats_ptr, sync_ptr,
+    n_rows: tl.int64, a_stride: tl.int64, b_stride: tl.int64, out_stride: tl.int64,
+    WIDTH: tl.constexpr, BLOCK: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
+    ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
+    ACCUMULATE: tl.constexpr, COMBINE: tl.constexpr, APPLY: tl.constexpr, CHUNKS: tl.constexpr,
+):  # fmt: skip
+    # The minimum traffic in one launch: each program reads its chunk once and keeps it in
+    # registers while the row's programs swap statistics through global memory.
+    # sync[0] hands out tickets in start order; sync[1 + row] counts the row's published chunks.
+    row, chunk = take_ticket(sync_ptr, CHUNKS)
+    rows = row + tl.arange(0, 1)
+    a_base, lead = row_window(rows, a_stride, VEC, ALIGN)
+    b_base, _lead_b = row_window(rows, b_stride, VEC, ALIGN)
+    o_base, _lead_o = row_window(rows, out_stride, VEC, ALIGN)
+    a_base, b_base, o_base, lead = a_base[:, None], b_base[:, None], o_base[:, None], lead[:, None]
+    k = chunk * BLOCK + tl.arange(0, BLOCK)[None, :]
+    load, inside, store = window_masks(k, lead, WIDTH, VEC, ALIGN)
+    a, b = _load_ab(a_ptr, b_ptr, a_base, b_base, k, load, inside, A_CAST, A_FILL, HAS_B, ACC, "")
+    m, s = ACCUMULATE(tl.full((1,), float("-inf"), ACC), tl.zeros((1,), ACC), a, b)
+    slot = stats_ptr + (row * CHUNKS + chunk) * 2
+    tl.store(slot + tl.arange(0, 1), m)
+    tl.store(slot + 1 + tl.arange(0, 1), s)
+    row_barrier(sync_ptr, row, CHUNKS)
+    m, s = _merge_row_stats(stats_ptr, rows, CHUNKS, COMBINE, ACC, ".cg")
+    tl.store(out_ptr + o_base + k, APPLY(a, b, m, s).to(out_ptr.dtype.element_ty), mask=store)
+    if ALIGN == 2 or (ALIGN == 1 and WIDTH % VEC != 0):
+        ke, edge = edge_offsets(lead, WIDTH, VEC)
+        mine = (ke >= chunk * BLOCK) & (ke < (chunk + 1) * BLOCK)
+        ae, be = _load_ab(a_ptr, b_ptr, a_base, b_base, ke, edge & mine, edge, A_CAST, A_FILL, HAS_B, ACC, "")
+        tl.store(out_ptr + o_base + ke, APPLY(ae, be, m, s).to(out_ptr.dtype.element_ty), mask=edge & mine)
+
+
+# =============================================================================== launching
+
+
+@dataclass(frozen=True)
+class RowOp:
+    """What a row-wise operator supplies: its arithmetic as jit functions over ``[R, B]``
+    tiles ``a`` and ``b`` (``b`` is ``a`` when the operator has one input) and ``[R]``
+    statistics ``(m, s)``.
+
+    ``row(a, b) -> (out, m, s)``: a whole row at once (block plan).
+    ``accumulate(m, s, a, b) -> (m, s)``: fold one chunk into the running statistics.
+    ``combine(m, s, m_parts, s_parts) -> (m, s)``: fold ``[R, C]`` per-chunk statistics.
+    ``apply(a, b, m, s) -> out``: the output elements from the row's statistics.
+    ``a_fill``: the value masked elements of ``a`` take (the reduction's identity)."""
+
+    name: str
+    row: Any
+    accumulate: Any
+    combine: Any
+    apply: Any
+    a_fill: float
+    has_b: bool
+
+
+_TL_DTYPES = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16, torch.float32: tl.float32, torch.float64: tl.float64}
+
+class RowLauncher:
+    """One generic row kernel, launched through :class:`~kernels._launch.FastKernel` on the
+    GPU that holds the tensors, in batches when the rows need more than 2^31 - 1 programs."""
+
+    def __init__(self, fn: Any) -> None:
+        self.kernel = FastKernel(fn)
+
+    def __call__(
+        self,
+        tensors: Sequence[torch.Tensor],
+        n_rows: int,
+        strides: Sequence[int],
+        consts: tuple[Any, ...],
+        plan: RowPlan,
+        rows_per_program: int = 1,
+        programs_per_row: int = 1,
+    ) -> None:
+        device = tensors[0].device
+        index = device.index if device.type == "cuda" else -1
+        per_launch = (MAX_GRID_X // programs_per_row) * rows_per_program
+        if n_rows <= per_launch:
+            batches = [(tensors, n_rows)]
+        else:  # only past 2^31 - 1 programs: the same kernel over row slices
+            batches = [([t[r0 : r0 + per_launch] for t in tensors], min(per_launch, n_rows - r0))
+                       for r0 in range(0, n_rows, per_launch)]  # fmt: skip
+        guard = index >= 0 and index != torch.cuda.current_device()
+        for views, rows in batches:
+            key = (index, *[(t.dtype, t.data_ptr() % VECTOR_BYTES == 0) for t in views])
+            grid = (triton.cdiv(rows, rows_per_program) * programs_per_row, 1, 1)
+            args = (*views, rows, *strides)
+            if guard:  # Triton launches on the current device; a tensor elsewhere needs its own
+                with torch.cuda.device(index):
+                    self.kernel.launch(key, index, grid, args, consts, plan.num_warps)
+            else:
+                self.kernel.launch(key, index, grid, args, consts, plan.num_warps)
+
+
+_BLOCK_L = RowLauncher(row_block_kernel)
+_LOOPED_L = RowLauncher(row_looped_kernel)
+_SPLIT_REDUCE_L = RowLauncher(row_split_reduce_kernel)
+_SPLIT_APPLY_L = RowLauncher(row_split_apply_kernel)
+_ONE_LAUNCH_L = RowLauncher(row_split_one_launch_kernel)
+
+
+def run_rows(op: RowOp, plan: RowPlan, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, align: int, vec: int) -> None:
+    """Write ``op`` over the ``[rows, width]`` tensors ``a`` (and ``b``) into ``out``.
+
+    All three have a contiguous last dimension; ``(vec, align)`` come from
+    :func:`row_layout` over the same tensors, which the plan was made for.  Raises
+    ``ValueError`` for a one-launch split that could deadlock."""
+    n_rows, width = a.shape
+    if n_rows == 0 or width == 0:
+        return
+    acc = tl.float64 if torch.float64 in (a.dtype, out.dtype) else tl.float32
+    bb = a if b is None else b
+    strides = (a.stride(0), bb.stride(0), out.stride(0))
+    shape = (width, plan.block, vec, align, acc, _TL_DTYPES[out.dtype] if b is None else acc, op.a_fill, op.has_b)
+    if plan.kind == "block":
+        consts = (*shape[:2], plan.rows_per_program, *shape[2:], op.row, op.apply)
+        _BLOCK_L((a, bb, out), n_rows, strides, consts, plan, rows_per_program=plan.rows_per_program)
+    elif plan.kind == "looped":
+        consts = (*shape, op.accumulate, op.apply, plan.stages, plan.evict)
+        _LOOPED_L((a, bb, out), n_rows, strides, consts, plan)
+    elif plan.one_launch:
+        if not one_launch_split_ok(plan, sm_count(a.device)):
+            raise ValueError(
+                f"a one-launch split of {plan.chunks} chunks x {plan.span} blocks per row could deadlock "
+                "(its programs wait for each other); use the two-launch split"
+            )
+        stats = torch.empty((n_rows, plan.chunks, 2), device=a.device, dtype=torch.float64 if acc == tl.float64 else torch.float32)
+        sync = torch.zeros(n_rows + 1, device=a.device, dtype=torch.int32)
+        consts = (*shape, op.accumulate, op.combine, op.apply, plan.chunks)
+        key_index = a.device.index if a.device.type == "cuda" else -1
+        grid = (n_rows * plan.chunks, 1, 1)
+        _ONE_LAUNCH_L.kernel.launch(
+            (key_index, *[(t.dtype, t.data_ptr() % VECTOR_BYTES == 0) for t in (a, bb, out, stats, sync)]),
+            key_index, grid, (a, bb, out, stats, sync, n_rows, *strides), consts, plan.num_warps,
+        )  # fmt: skip
+    else:
+        stats = torch.empty((n_rows, plan.chunks, 2), device=a.device, dtype=torch.float64 if acc == tl.float64 else torch.float32)
+        reduce_consts = (*shape, op.accumulate, plan.chunks, plan.span)
+        apply_consts = (*shape, op.combine, op.apply, plan.chunks, plan.span)
+        _SPLIT_REDUCE_L((a, bb, stats), n_rows, strides, reduce_consts, plan, programs_per_row=plan.chunks)
+        _SPLIT_APPLY_L((a, bb, out, stats), n_rows, strides, apply_consts, plan, programs_per_row=plan.chunks)
+
+
+# =============================================================================== column sum
+
+
+@triton.jit(do_not_specialize=["n_rows", "width", "stride", "rows_per_split"])
+def _column_partial_sum(
+    x_ptr, part_ptr, n_rows: tl.int64, width: tl.int64, stride: tl.int64, rows_per_split: tl.int64,
+    BLOCK_COLS: tl.constexpr, BLOCK_ROWS: tl.constexpr,
+):  # fmt: skip
+    # Program (column block, row split) sums its rows of its columns in fp32, in row order.
+    cols = tl.program_id(0) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
+    split = tl.program_id(1).to(tl.int64)
+    acc = tl.zeros((BLOCK_COLS,), tl.float32)
+    r0 = split * rows_per_split
+    for i in range(0, rows_per_split, BLOCK_ROWS):
+        rows = r0 + i + tl.arange(0, BLOCK_ROWS)
+        ok = (rows < n_rows) & (rows < r0 + rows_per_split)
+        x = tl.load(x_ptr + rows[:, None] * stride + cols[None, :], mask=ok[:, None] & (cols < width)[None, :], other=0)
+        acc += tl.sum(x.to(tl.float32), axis=0)
+    tl.store(part_ptr + split * width + cols, acc, mask=cols < width)
+
+
+@triton.jit(do_not_specialize=["splits", "width"])
+def _column_final_sum(part_ptr, out_ptr, splits: tl.int64, width: tl.int64, BLOCK_COLS: tl.constexpr):
+    cols = tl.program_id(0) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
+    acc = tl.zeros((BLOCK_COLS,), tl.float32)
+    for s in range(0, splits):  # a fixed order: the same bits every run
+        acc += tl.load(part_ptr + s * width + cols, mask=cols < width, other=0.0)
+    tl.store(out_ptr + cols, acc.to(out_ptr.dtype.element_ty), mask=cols < width)
+
+
+def column_sum(x: torch.Tensor, plan: ColumnPlan | None = None) -> torch.Tensor:
+    """Sum of a ``[rows, width]`` tensor (fp16/bf16/fp32, last dimension contiguous) over its
+    rows: shape ``[width]``, ``x``'s dtype, accumulated in fp32 in a fixed order, so the
+    result has the same bits on every run (what RMSNorm's weight gradient needs).
+
+    Raises ``ValueError`` for a tensor that is not 2-D with a contiguous last dimension."""
+    if x.dim() != 2 or (x.shape[1] > 1 and x.stride(1) != 1):
+        raise ValueError(f"column_sum: x must be 2-D with a contiguous last dimension, got shape {tuple(x.shape)}")
+    n_rows, width = x.shape
+    out = torch.empty(width, device=x.device, dtype=x.dtype)
+    if width == 0:
+        return out
+    if n_rows == 0:
+        return out.zero_()
+    plan = plan or plan_columns(n_rows, width, sm_count(x.device))
+    part = torch.empty((plan.splits, width), device=x.device, dtype=torch.float32)
+    col_blocks = triton.cdiv(width, plan.block_cols)
+    _column_partial_sum[(col_blocks, plan.splits)](
+        x, part, n_rows, width, x.stride(0), plan.rows_per_split, BLOCK_COLS=plan.block_cols, BLOCK_ROWS=8,
+        num_warps=plan.num_warps,
+    )  # fmt: skip
+    _column_final_sum[(col_blocks,)](part, out, plan.splits, width, BLOCK_COLS=plan.block_cols)
+    return out

@@ -1,0 +1,111 @@
+"""Launching compiled Triton kernels for the price of the launch itself.
+
+``kernel[grid](...)`` costs tens of µs of host time per call in Triton 3.x: it binds the
+arguments, computes a specialization key from every argument, hashes it and checks the
+kernel's globals before it reaches the driver.  An eager softmax that moves a few KB runs
+in less time than that.  :class:`FastKernel` pays this once per *launch key* and afterwards
+calls the compiled kernel's launcher directly (``CompiledKernel.run``: the C function that
+calls ``cuLaunchKernel``), which costs a few µs.
+
+The key must determine the compiled kernel exactly, or a call would run code specialized
+for other arguments.  Our kernels make that easy to guarantee: every integer argument is
+annotated ``tl.int64`` and excluded from specialization (``do_not_specialize``), so Triton
+specializes a kernel only on its constexprs, its pointer dtypes and whether each pointer is
+16-byte aligned; the callers put exactly those in the key.  The GPU tests check the cache
+against Triton's own choice (``tests/test_softmax_gpu.py``).
+
+The fast path is skipped (Triton's own launch is used) under the interpreter, where there
+is no compiled kernel, and while a launch hook is installed (profilers such as Proton
+expect Triton's launch metadata).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import triton
+from triton import knobs
+
+# Read once at import: a constant for torch.compile's tracer rather than an environment lookup.
+INTERPRETER = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+if torch.cuda.is_available() and not INTERPRETER:
+    _raw_stream = torch._C._cuda_getCurrentRawStream
+else:  # pragma: no cover - CPU machines never take the fast path
+
+    def _raw_stream(index: int) -> int:
+        raise RuntimeError("no CUDA device")
+
+
+def current_stream(device_index: int) -> int:
+    """The raw handle of the current CUDA stream of ``device_index`` (what Triton launches on)."""
+    return _raw_stream(device_index)
+
+
+class FastKernel:
+    """A Triton kernel with a per-key cache of compiled launchers.
+
+    ``launch(key, grid, args, consts, num_warps)`` runs ``fn[grid](*args, **consts)``.  ``args``
+    are the runtime arguments and ``consts`` the constexprs, both in the kernel's signature
+    order (every constexpr after every runtime argument).  ``key`` must hold everything the
+    compiled code depends on besides ``consts`` and ``num_warps``: the device index, the
+    pointer dtypes and the 16-byte alignment of each pointer.
+    """
+
+    def __init__(self, fn: triton.runtime.JITFunction) -> None:
+        self.fn = fn
+        params = list(inspect.signature(fn.fn).parameters.values())  # JITFunction and the interpreter's
+        constexpr = ["constexpr" in str(p.annotation) for p in params]
+        first = constexpr.index(True) if True in constexpr else len(params)
+        if not all(constexpr[first:]):
+            raise TypeError(f"{fn.__name__}: constexpr parameters must come after every runtime parameter")
+        for p in getattr(fn, "params", [])[:first]:
+            if p.annotation_type in ("i32", "i64") and not p.do_not_specialize:
+                raise TypeError(f"{fn.__name__}: integer parameter {p.name} must be in do_not_specialize")
+        self.const_names = tuple(p.name for p in params[first:])
+        self._cache: dict[tuple[Any, ...], tuple[Any, Any, Any]] = {}
+
+    def launch(
+        self,
+        key: tuple[Any, ...],
+        device_index: int,
+        grid: tuple[int, int, int],
+        args: Sequence[Any],
+        consts: tuple[Any, ...],
+        num_warps: int,
+        num_stages: int = 3,
+    ) -> None:
+        full_key = (key, consts, num_warps, num_stages)
+        hit = self._cache.get(full_key)
+        if hit is not None and not knobs.runtime.launch_enter_hook.calls:
+            run, function, metadata = hit
+            run(
+                grid[0],
+                grid[1],
+                grid[2],
+                _raw_stream(device_index),
+                function,
+                metadata,
+                None,
+                knobs.runtime.launch_enter_hook,
+                knobs.runtime.launch_exit_hook,
+                *args,
+                *consts,
+            )
+            return
+        compiled = self.fn[grid](
+            *args, **dict(zip(self.const_names, consts, strict=True)), num_warps=num_warps, num_stages=num_stages
+        )
+        if not INTERPRETER and compiled is not None and hasattr(compiled, "function"):
+            self._cache[full_key] = (compiled.run, compiled.function, compiled.packed_metadata)
+
+    def compiled_for(self, key: tuple[Any, ...], consts: tuple[Any, ...], num_warps: int, num_stages: int = 3) -> Any:
+        """The cached launcher entry for a key (tests compare it with Triton's own choice)."""
+        return self._cache.get((key, consts, num_warps, num_stages))
+
+    def clear(self) -> None:
+        self._cache.clear()
