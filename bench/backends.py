@@ -19,7 +19,6 @@ class CudaBackend:
     def __init__(self, device: torch.device) -> None:
         self.device = device
         self.l2_bytes = int(torch.cuda.get_device_properties(device).L2_cache_size)
-        self.flusher = timing.L2Flusher(self.l2_bytes, device)
         self.warmup = timing.Warmup(device)
 
     def method(self) -> dict[str, Any]:
@@ -28,14 +27,22 @@ class CudaBackend:
             "timer_fallback": timing.EVENTS,
             "l2": {
                 "warm": "the same buffers every call; one sample = one CUDA-graph replay of N calls / N",
-                "cold": f"L2 flushed before every sample by reading {self.flusher.bytes} bytes "
-                f"({self.flusher.bytes / self.l2_bytes:.0f}x L2); one sample = one replay of a one-call graph",
+                "cold": f"the graph's N calls rotate through input sets that together hold at least "
+                f"{timing.COLD_FACTOR}x the L2 (at most {timing.MAX_SETS} sets; each case records its sets and "
+                "bytes); one sample = one replay / N, with no flush or launch inside the interval",
             },
+            "eager": "eager_us: the same calls as ordinary Python calls (no graph) between two CUDA events, "
+            "host dispatch included, divided by the calls (at most 200)",
             "warmup": self.warmup.describe(),
         }
 
-    def make_timer(self, fn: Callable[[], object], l2: str, target_ms: float) -> timing.Timer:
-        return timing.make_timer(fn, l2, target_ms, self.flusher)
+    def sets_for(self, l2: str, case_bytes: int) -> int:
+        return 1 if l2 == "warm" else timing.rotation_sets(case_bytes, self.l2_bytes)
+
+    def make_timer(
+        self, fn_for_set: Callable[[int], object], sets: int, target_ms: float
+    ) -> tuple[timing.Timer, timing.EagerTimer]:
+        return timing.make_timer(fn_for_set, sets, target_ms)
 
     def before_case(self) -> None:
         self.warmup.maybe_burst()
@@ -77,9 +84,14 @@ class HostBackend:
     def method(self) -> dict[str, Any]:
         return {"timer": "host-clock", "l2": {"warm": "host test run", "cold": "host test run"}, "warmup": {}}
 
-    def make_timer(self, fn: Callable[[], object], l2: str, target_ms: float) -> HostTimer:
-        fn()
-        return HostTimer(fn)
+    def sets_for(self, l2: str, case_bytes: int) -> int:
+        return 1 if l2 == "warm" else 2
+
+    def make_timer(
+        self, fn_for_set: Callable[[int], object], sets: int, target_ms: float
+    ) -> tuple[HostTimer, HostTimer]:
+        fn_for_set(0)
+        return HostTimer(lambda: fn_for_set(0)), HostTimer(lambda: fn_for_set(sets - 1), timer="host-clock")
 
     def before_case(self) -> None:
         pass

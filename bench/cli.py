@@ -111,9 +111,10 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("python -m bench run needs a CUDA GPU (the CPU tests drive the harness without one)")
     study = load(args.study)
     code = code_identity(args.commit, args.dirty)
-    opts = harness.Options(
-        quick=args.quick, rounds=args.rounds or (12 if args.quick else 30), only=args.only, seed=args.seed
-    )
+    defaults = study.options(args.quick) if hasattr(study, "options") else {}
+    rounds = args.rounds or defaults.pop("rounds", 12 if args.quick else 30)
+    defaults.pop("rounds", None)
+    opts = harness.Options(quick=args.quick, rounds=rounds, only=args.only, seed=args.seed, **defaults)
     device = torch.device("cuda", torch.cuda.current_device())
     before = environment.gpu_state()  # before anything of ours touches the GPU
     started = utc_now()
@@ -132,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             **backend.method(),
             **opts.describe(),
             "check": "relative L2 error against float64 on fresh random inputs; outputs land in NaN-poisoned memory",
+            "l2_modes": list(opts.l2_modes),
         },
     }
     writer = RunWriter(args.out or ROOT / "data" / "runs" / study.name, header)

@@ -1,36 +1,48 @@
 #!/usr/bin/env bash
 # One device session: the stages named in $1 (comma-separated), in order, each under its own
-# time limit so that one slow stage cannot starve the others.  Everything lands under $OUT.
+# time limit so that one slow stage cannot starve the others.  Everything lands under $OUT;
+# run files are packed into runs.tar.gz (the device tool returns at most 8 files).
 #
-#   bash bench/gpu_session.sh sweep-quick,tests,tune COMMIT DIRTY(0|1)
+#   bash bench/gpu_session.sh tests,sweep-quick,grid COMMIT DIRTY(0|1)
 #
-# Stages: tests (pytest -m gpu), tune (python -m bench.tune_plans), sweep-quick, sweep-fwd,
-# sweep-bwd, sweep (python -m bench run softmax ...).  Liger-Kernel comes as a carried wheel in .whl/.
-# LAB_TESTS_K=expr limits the tests stage to pytest -k expr.
+# Stages: tests (pytest -m gpu), sweep / sweep-quick (softmax study), grid / grid-quick (row-plan
+# grid), dispatch / dispatch-quick.  Wheels: Liger-Kernel in .whl/; QuACK's halves in .quack1/
+# (copied to /tmp/quack, which lives as long as the machine) and .quack2/ (reassembled and
+# installed; ../shared/device/quack-prepare.sh explains).  LAB_TESTS_K=expr limits the tests.
 set -u -o pipefail
 stages=$1; commit=$2; dirty=$3
 out=${OUT:-/tmp/out}; mkdir -p "$out/runs"
-export PYTHONUNBUFFERED=1 TORCHINDUCTOR_CACHE_DIR=/tmp/inductor
+export PYTHONUNBUFFERED=1 TORCHINDUCTOR_CACHE_DIR=/tmp/inductor TRITON_CACHE_DIR=/tmp/triton-cache
+site=/tmp/site
 if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $site .whl/*.whl
 fi
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+if [ -d .quack1 ]; then mkdir -p /tmp/quack && cp .quack1/* /tmp/quack/ && echo "quack part 1 staged"; fi
+if [ -d .quack2 ] && [ -f /tmp/quack/cu13.name ]; then
+  cat /tmp/quack/cu13.part.* .quack2/cu13.part.* > "/tmp/quack/$(cat /tmp/quack/cu13.name)" \
+    && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site-quack /tmp/quack/*.whl \
+    && echo "quack installed"
+fi
+export PYTHONPATH=$PWD:$site${PYTHONPATH:+:$PYTHONPATH}
+if [ -d /tmp/site-quack ]; then
+  export PYTHONPATH=$PYTHONPATH:/tmp/site-quack:/tmp/site-quack/nvidia_cutlass_dsl/dsl_packages
+fi
 flag=--clean; [ "$dirty" = "1" ] && flag=--dirty
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,utilization.gpu,temperature.gpu --format=csv > "$out/gpu.txt" 2>&1
-sweep() { timeout "$1" python3 -m bench run softmax "${@:2}" --out "$out/runs" --commit "$commit" $flag 2>&1 | tee -a "$out/sweep.log"; }
+bench() { timeout "$1" python3 -m bench run "${@:2}" --out "$out/runs" --commit "$commit" $flag 2>&1 | tee -a "$out/bench.log" | grep -v "^  " ; }
 IFS=, read -ra list <<< "$stages"
 for s in "${list[@]}"; do
   echo "=== $s $(date -u +%T)"
   case $s in
     tests) timeout 240 python3 -m pytest -m gpu -q -x --no-header -p no:cacheprovider ${LAB_TESTS_K:+-k "$LAB_TESTS_K"} \
              tests/test_softmax_gpu.py 2>&1 | tee "$out/gpu-tests.log" | tail -25 ;;
-    tune) timeout 240 python3 -m bench.tune_plans --out "$out" 2>&1 | tee "$out/tune.log" ;;
-    sweep-quick) sweep 240 --quick ;;
-    sweep-fwd) sweep 560 --only "fwd/" ;;
-    sweep-bwd) sweep 560 --only "fwd+bwd/" ;;
-    sweep) sweep 580 ;;
+    sweep-quick) bench 120 softmax --quick ;;
+    sweep) bench 420 softmax ;;
+    grid-quick) bench 120 rowgrid --quick ;;
+    grid) bench 330 rowgrid ;;
+    dispatch-quick) bench 90 dispatch --quick ;;
+    dispatch) bench 150 dispatch ;;
   esac
 done
-(cd "$out" && tar czf runs.tar.gz runs && rm -rf runs)
+(cd "$out" && tar czf runs.tar.gz runs bench.log 2>/dev/null; rm -rf runs)
 ls -la "$out"

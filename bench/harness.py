@@ -33,9 +33,16 @@ class Options:
     l2_modes: tuple[str, ...] = ("warm", "cold")
     only: str | None = None
     seed: int = 0
+    eager: bool = True
 
     def describe(self) -> dict[str, Any]:
-        return {"rounds": self.rounds, "target_sample_ms": self.target_ms, "seed": self.seed, "quick": self.quick}
+        return {
+            "rounds": self.rounds,
+            "target_sample_ms": self.target_ms,
+            "seed": self.seed,
+            "quick": self.quick,
+            "eager_samples": self.eager,
+        }
 
 
 class Timer(Protocol):
@@ -50,7 +57,8 @@ class Backend(Protocol):
     device: torch.device
     l2_bytes: int
 
-    def make_timer(self, fn: Callable[[], object], l2: str, target_ms: float) -> Timer: ...
+    def sets_for(self, l2: str, case_bytes: int) -> int: ...
+    def make_timer(self, fn_for_set: Callable[[int], object], sets: int, target_ms: float) -> tuple[Timer, Timer]: ...
     def before_case(self) -> None: ...
     def after_round(self) -> None: ...
     def poison(self, nbytes: int) -> None: ...
@@ -63,16 +71,20 @@ class VariantRecord:
     error: str | None = None
     check: dict[str, Any] | None = None
     samples_us: list[float] = field(default_factory=list)
+    eager_us: list[float] = field(default_factory=list)
     timer: str | None = None
     calls_per_sample: int | None = None
+    eager_calls_per_sample: int | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
             "samples_us": [round(s, 4) for s in self.samples_us],
+            "eager_us": [round(s, 4) for s in self.eager_us],
             "error": self.error,
             "check": self.check,
             "timer": self.timer,
             "calls_per_sample": self.calls_per_sample,
+            "eager_calls_per_sample": self.eager_calls_per_sample,
             "meta": self.meta,
         }
 
@@ -135,17 +147,21 @@ def measure_case(study: Study, case: Params, index: int, backend: Backend, opts:
     del check_inputs, refs
     backend.cleanup()
 
-    timed = study.inputs(case, backend.device, gen)  # fresh draw: not the checked inputs
     traffic_bytes, flops = study.traffic(case)
     entries = []
     for l2 in opts.l2_modes:
         recs = {name: VariantRecord(meta=r.meta, error=r.error, check=r.check) for name, r in base.items()}
+        sets = backend.sets_for(l2, traffic_bytes)
+        timed = [study.inputs(case, backend.device, gen) for _ in range(sets)]  # fresh draws, not the checked ones
         backend.before_case()
-        timers: dict[str, Timer] = {}
+        timers: dict[str, tuple[Timer, Timer]] = {}
         for name, step in steps.items():
             try:
-                timers[name] = backend.make_timer(lambda step=step: step(timed), l2, opts.target_ms)
-                recs[name].timer, recs[name].calls_per_sample = timers[name].timer, timers[name].calls
+                fn = lambda i, step=step, timed=timed: step(timed[i])
+                timers[name] = backend.make_timer(fn, sets, opts.target_ms)
+                rec = recs[name]
+                rec.timer, rec.calls_per_sample = timers[name][0].timer, timers[name][0].calls
+                rec.eager_calls_per_sample = timers[name][1].calls if opts.eager else None
             except Exception as exc:
                 recs[name].error = f"timing failed: {describe_error(exc)}"
         rng = random.Random(f"{opts.seed}:{index}:{l2}")
@@ -153,21 +169,44 @@ def measure_case(study: Study, case: Params, index: int, backend: Backend, opts:
             order = list(timers)
             rng.shuffle(order)
             for name in order:
-                recs[name].samples_us.append(timers[name].sample_us())
+                device_timer, eager_timer = timers[name]
+                recs[name].samples_us.append(device_timer.sample_us())
+                if opts.eager:
+                    recs[name].eager_us.append(eager_timer.sample_us())
             backend.after_round()
-        for t in timers.values():
-            t.release()
+        for device_timer, eager_timer in timers.values():
+            device_timer.release()
+            eager_timer.release()
+        del timers, timed
         entries.append(
             {
                 "id": f"{study.case_id(case)}/{l2}",
                 "case": {**case, "l2": l2},
                 "bytes": traffic_bytes,
                 "flops": flops,
+                "rotation": {"sets": sets, "bytes": sets * traffic_bytes},
                 "variants": {name: rec.as_json() for name, rec in recs.items()},
             }
         )
-    backend.cleanup()
+        backend.cleanup()
     return entries
+
+
+def failed_case(study: Study, case: Params, exc: Exception, opts: Options) -> list[dict[str, Any]]:
+    """The entries of a case that raised outside any variant: every variant keeps the error."""
+    error = f"case failed: {describe_error(exc)}"
+    traffic_bytes, flops = study.traffic(case)
+    names = [v.name for v in study.variants(case)]
+    return [
+        {
+            "id": f"{study.case_id(case)}/{l2}",
+            "case": {**case, "l2": l2},
+            "bytes": traffic_bytes,
+            "flops": flops,
+            "variants": {n: VariantRecord(meta={}, error=error).as_json() for n in names},
+        }
+        for l2 in opts.l2_modes
+    ]
 
 
 def _safe_meta(v: Any, case: Params) -> dict[str, Any]:
@@ -208,12 +247,21 @@ class Progress:
 
 
 def run_study(study: Study, backend: Backend, writer: Any, opts: Options, stream: Any) -> None:
-    """Measure every selected case; the writer saves each before the next one starts."""
+    """Measure every selected case; the writer saves each before the next one starts.
+    A study with its own ``run`` (the dispatch study) measures itself."""
+    if hasattr(study, "run"):
+        study.run(backend, writer, opts, stream)
+        return
     cases = select_cases(study, opts)
+    if hasattr(study, "prepare"):
+        study.prepare(cases, backend.device, stream)
     progress = Progress(len(cases), stream)
     try:
         for i, case in enumerate(cases):
-            entries = measure_case(study, case, i, backend, opts)
+            try:
+                entries = measure_case(study, case, i, backend, opts)
+            except Exception as exc:  # one failing case must not lose the sweep
+                entries = failed_case(study, case, exc, opts)
             for entry in entries:
                 writer.add_case(entry)
             progress.case_done(i + 1, entries)

@@ -1,21 +1,30 @@
-"""Device-side timers and the L2 modes.
+"""Device-side timers, the L2 modes, and the eager timer.
 
-Every sample is measured on the device, never with a host clock around asynchronous work:
+Device time is measured on the device, never with a host clock around asynchronous work:
 
 * ``warm``: the variant's call is captured ``calls`` times into one CUDA graph over the same
   buffers; one sample is one replay between two CUDA events, divided by ``calls``.  Graph
   replay removes the host launch gaps that would otherwise dominate kernels of a few µs.
-* ``cold``: before every sample the L2 is flushed by *reading* a buffer of several times
-  its size (read, not written, so no dirty lines are evicted into our measurement), then a
-  one-call graph is replayed between events.
+* ``cold``: the graph's calls rotate through ``sets`` input sets that together exceed the
+  L2 several times, so every call finds its inputs in DRAM, and one sample is again one
+  replay divided by its calls: no flush and no launch inside the timed interval (a per-
+  sample flush followed by a one-call replay carried a floor of several µs per sample).
+  Where the sets cannot exceed the L2 within the cap on sets (problems of a few hundred KB)
+  the run file says so (``rotation_bytes`` against ``l2_bytes``).
 * In both modes a short device sleep precedes the start event, so the host has queued the
   replay before the clock starts and the GPU never waits on it inside the interval.
-* When a variant cannot be captured (some library paths can't), the same loops run eagerly
+* When a variant cannot be captured (some library paths can't), the same calls run eagerly
   between events; each sample records which timer produced it.
+
+The **eager** timer measures what a user's Python loop gets: ``calls`` ordinary calls (no
+graph) between two CUDA events, host dispatch included, divided by ``calls``.  The device is
+idle when the start event is recorded, so a call whose host work outlasts its kernels shows
+its host time, and one whose kernels outlast the host shows their device time.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +33,17 @@ import torch
 
 GRAPH = "cuda-graph"
 EVENTS = "cuda-events"
+EAGER = "eager-events"
+HIDE_LAUNCH_CYCLES = 50_000  # ~25 µs of device sleep: the host queues the replay meanwhile
+MAX_SETS = 512  # input sets a cold graph rotates through, at most
+COLD_FACTOR = 4  # the sets together hold at least this many L2s where the cap allows
+
+
+def rotation_sets(case_bytes: int, l2_bytes: int) -> int:
+    """Input sets for a cold measurement: enough that their total exceeds ``COLD_FACTOR``
+    L2s (a call's inputs were last touched that many L2s of traffic ago), at least 2."""
+    need = math.ceil(COLD_FACTOR * l2_bytes / max(case_bytes, 1)) + 1
+    return max(2, min(MAX_SETS, need))
 
 
 def _warm_up_eagerly(fn: Callable[[], object], times: int = 3) -> None:
@@ -48,35 +68,30 @@ def event_time_ms(fn: Callable[[], object], repeat: int = 1) -> float:
     return start.elapsed_time(end) / repeat
 
 
-HIDE_LAUNCH_CYCLES = 50_000  # ~25 µs of device sleep: the host queues the replay meanwhile
+def calls_for(estimate_ms: float, target_ms: float, most: int = 1000) -> int:
+    """How many calls one sample holds, so that it lasts about ``target_ms``."""
+    return max(1, min(most, round(target_ms / max(estimate_ms, 1e-4))))
 
 
 @dataclass
 class Timer:
-    """Takes one sample per call of :meth:`sample` for one variant in one L2 mode.
+    """One device-time sample per :meth:`sample_us` call for one variant in one L2 mode."""
 
-    Before the start event the device sleeps briefly, so that the start event is not
-    recorded while the GPU waits for the host to submit the graph: the interval holds the
-    calls, not the host's launch latency.  In cold mode the L2 flush goes before the sleep.
-    """
-
-    fn: Callable[[], object]
+    fn_for_set: Callable[[int], object]
     calls: int
+    sets: int
     timer: str
     graph: torch.cuda.CUDAGraph | None = None
-    flush: Callable[[], None] | None = None
 
     def sample_us(self) -> float:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        if self.flush is not None:
-            self.flush()
         torch.cuda._sleep(HIDE_LAUNCH_CYCLES)
         start.record()
         if self.graph is not None:
             self.graph.replay()
         else:
-            for _ in range(self.calls):
-                self.fn()
+            for i in range(self.calls):
+                self.fn_for_set(i % self.sets)
         end.record()
         end.synchronize()
         return start.elapsed_time(end) * 1000.0 / self.calls
@@ -85,54 +100,63 @@ class Timer:
         self.graph = None
 
 
-def calls_for(estimate_ms: float, target_ms: float, most: int = 1000) -> int:
-    """How many calls one warm sample replays, so that it lasts about ``target_ms``."""
-    return max(1, min(most, round(target_ms / max(estimate_ms, 1e-4))))
+@dataclass
+class EagerTimer:
+    """What a Python loop of ordinary calls costs per call: host dispatch included, no graph."""
+
+    fn_for_set: Callable[[int], object]
+    calls: int
+    sets: int
+    timer: str = EAGER
+
+    def sample_us(self) -> float:
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for i in range(self.calls):
+            self.fn_for_set(i % self.sets)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1000.0 / self.calls
+
+    def release(self) -> None:
+        pass
 
 
-def _capture(fn: Callable[[], object], calls: int) -> torch.cuda.CUDAGraph:
+def _capture(fn_for_set: Callable[[int], object], calls: int, sets: int) -> torch.cuda.CUDAGraph:
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
+        for i in range(calls):
+            fn_for_set(i % sets)
     graph.replay()
     torch.cuda.synchronize()
     return graph
 
 
-def make_timer(fn: Callable[[], object], l2: str, target_ms: float, flush: Callable[[], None]) -> Timer:
-    """Warm the variant up, measure one call's device time, then capture the graph the
-    samples replay (``calls`` calls for warm samples, one for cold)."""
-    _warm_up_eagerly(fn)
-    cold_flush = flush if l2 == "cold" else None
+def make_timer(
+    fn_for_set: Callable[[int], object], sets: int, target_ms: float, eager_most: int = 200
+) -> tuple[Timer, EagerTimer]:
+    """Warm the variant up, estimate one call's device time, and build its two timers.
+
+    ``fn_for_set(i)`` runs the variant on input set ``i`` of ``sets`` (1 for warm L2).  The
+    graph holds a whole number of rotations, at least ``target_ms`` long; the eager timer
+    makes the same number of calls, at most ``eager_most``."""
+    for i in range(min(sets, 2)):
+        _warm_up_eagerly(lambda i=i: fn_for_set(i))
     try:
         # One call's device time, from a one-call graph: an eager estimate would count the
         # host's dispatch (hundreds of µs for an autograd step) and give far too few calls.
-        one = Timer(fn, 1, GRAPH, graph=_capture(fn, 1))
+        one = Timer(fn_for_set, 1, 1, GRAPH, graph=_capture(fn_for_set, 1, 1))
         estimate = sorted(one.sample_us() for _ in range(5))[2] / 1000.0
-        if l2 == "cold":
-            one.flush = cold_flush
-            return one
         one.release()
-        calls = calls_for(estimate, target_ms)
-        return Timer(fn, calls, GRAPH, graph=_capture(fn, calls))
+        calls = max(sets, math.ceil(calls_for(estimate, target_ms) / sets) * sets)
+        timer = Timer(fn_for_set, calls, sets, GRAPH, graph=_capture(fn_for_set, calls, sets))
     except Exception:
         torch.cuda.synchronize()
-        estimate = event_time_ms(fn, repeat=3)
-        calls = calls_for(estimate, target_ms) if l2 == "warm" else 1
-        return Timer(fn, calls, EVENTS, flush=cold_flush)
-
-
-class L2Flusher:
-    """Evicts the L2 by reading a buffer of ``factor`` times its size into a one-element sum."""
-
-    def __init__(self, l2_bytes: int, device: torch.device, factor: int = 4) -> None:
-        self.bytes = factor * l2_bytes
-        self._buf = torch.ones(self.bytes // 4, dtype=torch.float32, device=device)
-        self._out = torch.empty((), dtype=torch.float32, device=device)
-
-    def __call__(self) -> None:
-        torch.sum(self._buf, dim=0, out=self._out)
+        estimate = event_time_ms(lambda: fn_for_set(0), repeat=3)
+        calls = max(sets, math.ceil(calls_for(estimate, target_ms) / sets) * sets)
+        timer = Timer(fn_for_set, calls, sets, EVENTS)
+    return timer, EagerTimer(fn_for_set, max(1, min(calls, eager_most)), sets)
 
 
 class Warmup:

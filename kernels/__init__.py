@@ -2,8 +2,15 @@
 
 Each operator works on CUDA tensors (CPU tensors under ``TRITON_INTERPRET=1``), trains
 through autograd and is a ``torch.library`` custom op, so ``torch.compile`` can trace it.
+``kernels.plans`` is pure Python: the site imports it to score the planner on stored runs
+and builds where torch and Triton are not installed.
 """
 
-from kernels.softmax import softmax
+from __future__ import annotations
+
+import importlib.util
 
 __all__ = ["softmax"]
+
+if importlib.util.find_spec("torch") is not None and importlib.util.find_spec("triton") is not None:
+    from kernels.softmax import softmax

@@ -38,157 +38,25 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
 from kernels._launch import INTERPRETER, FastKernel
+from kernels.plans import (
+    VECTOR_BYTES,
+    ColumnPlan,
+    RowPlan,
+    plan_columns,
+)
 
-PlanKind = Literal["block", "looped", "split"]
-PLAN_KINDS: tuple[PlanKind, ...] = ("block", "looped", "split")
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 MAX_GRID_X = 2**31 - 1  # CUDA's limit on grid axis 0; axes 1 and 2 stop at 65535, so only axis 0 is used
-MAX_SPLIT_CHUNKS = 1024  # per row: the merge loads a row's statistics as one vector
-VECTOR_BYTES = 16  # one 128-bit load or store per thread and step
 ALIGN_NONE, ALIGN_ROWS, ALIGN_WINDOW = 0, 1, 2
 
 # =============================================================================== plans
-
-
-@dataclass(frozen=True)
-class RowPlan:
-    """How a ``[rows, width]`` problem is covered.
-
-    ``block``: row elements one program holds at a time.  ``rows_per_program``: narrow rows
-    packed into one program (``block`` plan).  ``chunks``: programs per row, and ``span``:
-    blocks each of them walks (``split`` plan; a chunk is ``block * span`` elements).
-    ``stages``: software-pipelining depth of the chunk loops.  ``evict``: ask L2 to keep a
-    row's first read for its second (``looped``).  ``one_launch``: the split's programs
-    exchange statistics at a barrier inside one launch (never chosen by the planner; only
-    launched where it cannot deadlock, see :func:`one_launch_split_ok`).
-    """
-
-    kind: PlanKind
-    block: int
-    num_warps: int
-    rows_per_program: int = 1
-    chunks: int = 1
-    span: int = 1
-    stages: int = 1
-    evict: bool = True
-    one_launch: bool = False
-
-    def describe(self) -> dict[str, int | str | bool]:
-        return {
-            "plan": self.kind,
-            "block": self.block,
-            "num_warps": self.num_warps,
-            "rows_per_program": self.rows_per_program,
-            "chunks": self.chunks,
-            "span": self.span,
-            "stages": self.stages,
-            "evict": self.evict,
-            "one_launch": self.one_launch,
-        }
-
-    @property
-    def label(self) -> str:
-        """A short name: ``block-4096``, ``looped-8192``, ``split-4096x2``, ``split-2048-1launch``."""
-        if self.kind == "block":
-            return f"block-{self.block}" + (f"-{self.rows_per_program}rows" if self.rows_per_program > 1 else "")
-        if self.kind == "looped":
-            return f"looped-{self.block}"
-        span = f"x{self.span}" if self.span > 1 else ""
-        return f"split-{self.block}{span}" + ("-1launch" if self.one_launch else "")
-
-
-@dataclass(frozen=True)
-class RowPolicy:
-    """An operator's thresholds for the planner.
-
-    ``max_block_bytes``: widest row (input bytes, window included) kept whole in registers.
-    ``chunk``: elements per step of the looped plan.
-    ``split_chunk``: elements per program of the split plan (``narrow_split_chunk`` for rows
-    up to ``narrow_split_width`` elements, which have few chunks to spread).
-    ``split_rows_per_sm``: split while ``rows < split_rows_per_sm * SMs``.
-    ``pack_elems``, ``max_rows_per_program``: narrow rows are packed into programs of up to
-    this many elements and rows once there are ``pack_min_rows_per_sm * SMs`` rows or more
-    (with fewer, one row per program starts more programs and finishes sooner).
-    """
-
-    max_block_bytes: int = 16 * 1024
-    chunk: int = 8192
-    split_chunk: int = 4096
-    narrow_split_chunk: int = 2048
-    narrow_split_width: int = 65536
-    split_rows_per_sm: float = 1.0
-    pack_elems: int = 2048
-    max_rows_per_program: int = 4
-    pack_min_rows_per_sm: float = 8.0
-
-
-def warps_for(block_elems: int) -> int:
-    """Warps for a program that holds ``block_elems`` values at once (16-64 per thread;
-    32 warps measured no faster than 16 at 32768 on the H200)."""
-    if block_elems <= 2048:
-        return 4
-    if block_elems <= 8192:
-        return 8
-    return 16
-
-
-def split_geometry(span_elems: int, chunk: int, block: int) -> tuple[int, int]:
-    """(chunks, span) for ``span_elems`` (a row plus its alignment window) cut into programs
-    of ``chunk`` elements walked in blocks of ``block``, with at most MAX_SPLIT_CHUNKS per
-    row: wider rows get longer chunks rather than more of them."""
-    span = max(1, chunk // block)
-    chunks = triton.cdiv(span_elems, block * span)
-    if chunks > MAX_SPLIT_CHUNKS:
-        span = triton.cdiv(triton.cdiv(span_elems, block), MAX_SPLIT_CHUNKS)
-        chunks = triton.cdiv(span_elems, block * span)
-    return chunks, span
-
-
-def plan_rows(
-    n_rows: int,
-    width: int,
-    elem_bytes: int,
-    sm_count: int,
-    policy: RowPolicy,
-    force: PlanKind | None = None,
-    pad: int = 0,
-) -> RowPlan:
-    """Choose (or, with ``force``, build) the plan for ``n_rows`` rows of ``width`` elements
-    of ``elem_bytes`` bytes on a GPU with ``sm_count`` multiprocessors.  ``pad``: elements
-    the alignment window may add in front of a row (``VEC - 1`` for misaligned rows, else 0).
-
-    Raises ``ValueError`` for an unknown ``force``."""
-    if force is not None and force not in PLAN_KINDS:
-        raise ValueError(f"plan must be one of {PLAN_KINDS} or None, got {force!r}")
-    whole = triton.next_power_of_2(max(width + pad, 1))
-    kind: PlanKind
-    if force is not None:
-        kind = force
-    elif whole * elem_bytes <= policy.max_block_bytes:
-        kind = "block"
-    elif n_rows < policy.split_rows_per_sm * sm_count:
-        kind = "split"
-    else:
-        kind = "looped"
-
-    if kind == "block":
-        pack = n_rows >= policy.pack_min_rows_per_sm * sm_count
-        rows_per_program = max(1, min(policy.max_rows_per_program, policy.pack_elems // whole)) if pack else 1
-        return RowPlan("block", whole, warps_for(whole * rows_per_program), rows_per_program)
-    if kind == "looped":
-        block = min(policy.chunk, whole)
-        return RowPlan("looped", block, warps_for(block))
-    chunk = policy.narrow_split_chunk if width <= policy.narrow_split_width else policy.split_chunk
-    block = min(chunk, whole)
-    chunks, span = split_geometry(width + pad, chunk, block)
-    return RowPlan("split", block, warps_for(block), chunks=chunks, span=span)
 
 
 def one_launch_split_ok(plan: RowPlan, sm_count: int) -> bool:
@@ -202,29 +70,6 @@ def one_launch_split_ok(plan: RowPlan, sm_count: int) -> bool:
     interpreter runs programs one after another, so a program waiting for another would
     wait forever there: never allowed."""
     return not INTERPRETER and plan.span == 1 and plan.chunks <= 2 * sm_count
-
-
-@dataclass(frozen=True)
-class ColumnPlan:
-    """A reduction down the rows of ``[rows, width]`` (one result per column): programs of
-    ``block_cols`` columns by ``rows_per_split`` rows write fp32 partial sums, ``splits``
-    per column, which a second launch adds in a fixed order (deterministic, no atomics)."""
-
-    block_cols: int
-    rows_per_split: int
-    splits: int
-    num_warps: int
-
-
-def plan_columns(n_rows: int, width: int, sm_count: int, block_cols: int = 256) -> ColumnPlan:
-    """Enough row splits that column blocks times splits give every SM about four programs,
-    each still summing at least 64 rows."""
-    block_cols = min(block_cols, triton.next_power_of_2(max(width, 1)))
-    col_blocks = triton.cdiv(max(width, 1), block_cols)
-    want = max(1, (4 * sm_count) // col_blocks)
-    splits = max(1, min(want, triton.cdiv(max(n_rows, 1), 64)))
-    rows_per_split = triton.cdiv(max(n_rows, 1), splits)
-    return ColumnPlan(block_cols, rows_per_split, triton.cdiv(max(n_rows, 1), rows_per_split), 4)
 
 
 # =============================================================================== row views
@@ -374,8 +219,20 @@ def row_barrier(sync_ptr, row, CHUNKS: tl.constexpr):
 
 
 @triton.jit
-def _load_ab(a_ptr, b_ptr, a_base, b_base, k, load, inside, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
-             ACC: tl.constexpr, POLICY: tl.constexpr):
+def _load_ab(
+    a_ptr,
+    b_ptr,
+    a_base,
+    b_base,
+    k,
+    load,
+    inside,
+    A_CAST: tl.constexpr,
+    A_FILL: tl.constexpr,
+    HAS_B: tl.constexpr,
+    ACC: tl.constexpr,
+    POLICY: tl.constexpr,
+):
     # The loads of one tile.  Elements of neighbouring rows inside a 16-byte group are read
     # (the group is one vector) and replaced by the fill value, never used.
     a = tl.load(a_ptr + a_base + k, mask=load, other=A_FILL, eviction_policy=POLICY)
@@ -473,7 +330,7 @@ def row_looped_kernel(
 def _split_position(pid, BLOCK: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr, WIDE: tl.constexpr):
     row = (pid // CHUNKS).to(tl.int64) + tl.arange(0, 1)
     chunk = pid % CHUNKS
-    if WIDE:
+    if WIDE:  # noqa: SIM108 (a static branch of the jit, not a value choice)
         first = chunk.to(tl.int64) * SPAN
     else:
         first = chunk * SPAN
@@ -509,8 +366,9 @@ def row_split_reduce_kernel(
 
 
 @triton.jit
-def _merge_row_stats(stats_ptr, row, CHUNKS: tl.constexpr, COMBINE: tl.constexpr, ACC: tl.constexpr,
-                     CACHE: tl.constexpr):
+def _merge_row_stats(
+    stats_ptr, row, CHUNKS: tl.constexpr, COMBINE: tl.constexpr, ACC: tl.constexpr, CACHE: tl.constexpr
+):
     # Every program of a row merges the row's CHUNKS statistics itself (a few hundred bytes,
     # tiny next to its chunk) instead of a third launch doing it once per row.
     CP2: tl.constexpr = triton.next_power_of_2(CHUNKS)
@@ -531,7 +389,7 @@ def row_split_apply_kernel(
 ):  # fmt: skip
     PAD: tl.constexpr = VEC - 1 if ALIGN == 2 else 0
     WIDE: tl.constexpr = WIDTH + PAD + BLOCK >= 2**31
-    row, chunk, first = _split_position(tl.program_id(0), BLOCK, CHUNKS, SPAN, WIDE)
+    row, _chunk, first = _split_position(tl.program_id(0), BLOCK, CHUNKS, SPAN, WIDE)
     a_base, lead = row_window(row, a_stride, VEC, ALIGN)
     b_base, _lead_b = row_window(row, b_stride, VEC, ALIGN)
     o_base, _lead_o = row_window(row, out_stride, VEC, ALIGN)
@@ -607,7 +465,13 @@ class RowOp:
     has_b: bool
 
 
-_TL_DTYPES = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16, torch.float32: tl.float32, torch.float64: tl.float64}
+_TL_DTYPES = {
+    torch.float16: tl.float16,
+    torch.bfloat16: tl.bfloat16,
+    torch.float32: tl.float32,
+    torch.float64: tl.float64,
+}
+
 
 class RowLauncher:
     """One generic row kernel, launched through :class:`~kernels._launch.FastKernel` on the
@@ -615,6 +479,7 @@ class RowLauncher:
 
     def __init__(self, fn: Any) -> None:
         self.kernel = FastKernel(fn)
+        self.uncached = False  # True: Triton's own launch path every time (the dispatch study)
 
     def __call__(
         self,
@@ -639,7 +504,9 @@ class RowLauncher:
             key = (index, *[(t.dtype, t.data_ptr() % VECTOR_BYTES == 0) for t in views])
             grid = (triton.cdiv(rows, rows_per_program) * programs_per_row, 1, 1)
             args = (*views, rows, *strides)
-            if guard:  # Triton launches on the current device; a tensor elsewhere needs its own
+            if self.uncached:
+                self.kernel.launch_uncached(grid, args, consts, plan.num_warps)
+            elif guard:  # Triton launches on the current device; a tensor elsewhere needs its own
                 with torch.cuda.device(index):
                     self.kernel.launch(key, index, grid, args, consts, plan.num_warps)
             else:
@@ -651,9 +518,12 @@ _LOOPED_L = RowLauncher(row_looped_kernel)
 _SPLIT_REDUCE_L = RowLauncher(row_split_reduce_kernel)
 _SPLIT_APPLY_L = RowLauncher(row_split_apply_kernel)
 _ONE_LAUNCH_L = RowLauncher(row_split_one_launch_kernel)
+LAUNCHERS = (_BLOCK_L, _LOOPED_L, _SPLIT_REDUCE_L, _SPLIT_APPLY_L, _ONE_LAUNCH_L)
 
 
-def run_rows(op: RowOp, plan: RowPlan, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, align: int, vec: int) -> None:
+def run_rows(
+    op: RowOp, plan: RowPlan, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, align: int, vec: int
+) -> None:
     """Write ``op`` over the ``[rows, width]`` tensors ``a`` (and ``b``) into ``out``.
 
     All three have a contiguous last dimension; ``(vec, align)`` come from
@@ -678,7 +548,9 @@ def run_rows(op: RowOp, plan: RowPlan, a: torch.Tensor, b: torch.Tensor | None, 
                 f"a one-launch split of {plan.chunks} chunks x {plan.span} blocks per row could deadlock "
                 "(its programs wait for each other); use the two-launch split"
             )
-        stats = torch.empty((n_rows, plan.chunks, 2), device=a.device, dtype=torch.float64 if acc == tl.float64 else torch.float32)
+        stats = torch.empty(
+            (n_rows, plan.chunks, 2), device=a.device, dtype=torch.float64 if acc == tl.float64 else torch.float32
+        )
         sync = torch.zeros(n_rows + 1, device=a.device, dtype=torch.int32)
         consts = (*shape, op.accumulate, op.combine, op.apply, plan.chunks)
         key_index = a.device.index if a.device.type == "cuda" else -1
@@ -688,7 +560,9 @@ def run_rows(op: RowOp, plan: RowPlan, a: torch.Tensor, b: torch.Tensor | None, 
             key_index, grid, (a, bb, out, stats, sync, n_rows, *strides), consts, plan.num_warps,
         )  # fmt: skip
     else:
-        stats = torch.empty((n_rows, plan.chunks, 2), device=a.device, dtype=torch.float64 if acc == tl.float64 else torch.float32)
+        stats = torch.empty(
+            (n_rows, plan.chunks, 2), device=a.device, dtype=torch.float64 if acc == tl.float64 else torch.float32
+        )
         reduce_consts = (*shape, op.accumulate, plan.chunks, plan.span)
         apply_consts = (*shape, op.combine, op.apply, plan.chunks, plan.span)
         _SPLIT_REDUCE_L((a, bb, stats), n_rows, strides, reduce_consts, plan, programs_per_row=plan.chunks)

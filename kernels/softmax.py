@@ -21,19 +21,16 @@ from kernels._launch import INTERPRETER
 from kernels._rowwise import (
     ALIGN_WINDOW,
     FLOAT_DTYPES,
-    PLAN_KINDS,
     RowOp,
-    RowPlan,
-    RowPolicy,
     as_rows,
     inverse_or_zero,
     merge_max_sum,
-    plan_rows,
     row_layout,
     run_rows,
     safe_shift,
     sm_count,
 )
+from kernels.plans import PLAN_KINDS, RowPlan, RowPolicy, plan_rows
 
 # =============================================================================== arithmetic
 # Tiles are [R, B]; statistics [R].  Forward: a = x, statistics (max, sum of exp(x - max)).
@@ -103,7 +100,14 @@ _PLANS: dict[tuple, RowPlan] = {}
 
 
 def plan_for(
-    n_rows: int, width: int, elem_bytes: int, device: torch.device, vec: int, align: int, policy: RowPolicy, force: str | None
+    n_rows: int,
+    width: int,
+    elem_bytes: int,
+    device: torch.device,
+    vec: int,
+    align: int,
+    policy: RowPolicy,
+    force: str | None,
 ) -> RowPlan:
     """The plan for one call, cached by what it depends on (the row count only through the
     two thresholds it is compared with)."""
@@ -251,7 +255,35 @@ def _plain(x: torch.Tensor) -> bool:
     )
 
 
-def softmax(x: torch.Tensor, dim: int = -1, *, dtype: torch.dtype | None = None, plan: str | None = None) -> torch.Tensor:
+def check_args(x: torch.Tensor, dim: int, dtype: torch.dtype | None, plan: str | None) -> torch.dtype:
+    """Validate :func:`softmax`'s arguments; returns the output dtype.  (A function of its
+    own so that the dispatch study can time validation alone.)"""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"softmax: x must be a torch.Tensor, got {type(x).__name__}")
+    if plan is not None and plan not in PLAN_KINDS:
+        raise ValueError(f"softmax: plan must be 'block', 'looped', 'split' or None, got {plan!r}")
+    out_dtype = x.dtype if dtype is None else dtype
+    if out_dtype not in _ACCEPTED:
+        if dtype is not None:
+            raise TypeError(f"softmax: dtype must be float16, bfloat16, float32 or float64, got {dtype}")
+        raise TypeError(
+            f"softmax: x has dtype {x.dtype}; expected float16, bfloat16, float32 or float64 (or pass dtype=)"
+        )
+    device = x.device.type
+    if device != "cuda" and not (device == "cpu" and INTERPRETER) and device != "meta":
+        raise ValueError(
+            f"softmax: x is on device '{x.device}'; expected a CUDA tensor "
+            "(CPU tensors run only under TRITON_INTERPRET=1)"
+        )
+    n = max(x.dim(), 1)
+    if not -n <= dim < n:
+        raise IndexError(f"softmax: dim={dim} is out of range for a {x.dim()}-d tensor (expected [{-n}, {n - 1}])")
+    return out_dtype
+
+
+def softmax(
+    x: torch.Tensor, dim: int = -1, *, dtype: torch.dtype | None = None, plan: str | None = None
+) -> torch.Tensor:
     """``torch.nn.functional.softmax(x, dim, dtype=dtype)``, differentiable and compilable.
 
     Args:
@@ -280,31 +312,13 @@ def softmax(x: torch.Tensor, dim: int = -1, *, dtype: torch.dtype | None = None,
         ValueError: ``plan`` is not one of the names above; ``x`` is on the CPU outside the
             interpreter, or on another non-CUDA device.
     """
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"softmax: x must be a torch.Tensor, got {type(x).__name__}")
-    if plan is not None and plan not in PLAN_KINDS:
-        raise ValueError(f"softmax: plan must be 'block', 'looped', 'split' or None, got {plan!r}")
-    out_dtype = x.dtype if dtype is None else dtype
-    if out_dtype not in _ACCEPTED:
-        if dtype is not None:
-            raise TypeError(f"softmax: dtype must be float16, bfloat16, float32 or float64, got {dtype}")
-        raise TypeError(
-            f"softmax: x has dtype {x.dtype}; expected float16, bfloat16, float32 or float64 (or pass dtype=)"
-        )
-    device = x.device.type
-    if device != "cuda" and not (device == "cpu" and INTERPRETER) and device != "meta":
-        raise ValueError(
-            f"softmax: x is on device '{x.device}'; expected a CUDA tensor (CPU tensors run only under TRITON_INTERPRET=1)"
-        )
-    ndim = x.dim()
-    if not -max(ndim, 1) <= dim < max(ndim, 1):
-        raise IndexError(f"softmax: dim={dim} is out of range for a {ndim}-d tensor (expected [{-max(ndim, 1)}, {max(ndim, 1) - 1}])")
+    out_dtype = check_args(x, dim, dtype, plan)
     if x.dtype not in _ACCEPTED:
         x = x.to(out_dtype)  # e.g. integers with dtype=torch.float32: torch casts first too
+    ndim = x.dim()
     if ndim == 0:
         return softmax(x.reshape(1), 0, dtype=dtype, plan=plan).reshape(())
-    dim = dim % ndim
-    if dim != ndim - 1:
+    if dim % ndim != ndim - 1:
         moved = x.movedim(dim, -1).contiguous()
         return softmax(moved, -1, dtype=dtype, plan=plan).movedim(-1, dim)
     if _plain(x):

@@ -13,9 +13,13 @@ import re
 from datetime import datetime
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # version 2 adds eager samples, cold rotation and host-loop timing
 STATUSES = ("complete", "partial", "interrupted")
 DEVICE_TIMERS = ("cuda-graph", "cuda-events")
+# Version 2 only: what a user's loop pays per call (events around ordinary calls, host
+# included), and host time per call (perf_counter around a loop that keeps ahead of the GPU).
+USER_TIMERS = ("eager-events", "host-loop")
 HOST_TIMER = "host-clock"
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
@@ -88,8 +92,9 @@ def validate_run(doc: Any, source: str, *, allow_host_timer: bool = False) -> No
     if not isinstance(doc, dict):
         c.fail("", f"a run file must hold a JSON object, got {type(doc).__name__}")
     version = c.typed(doc, "schema_version", "", (int,))
-    if version != SCHEMA_VERSION:
-        c.fail("schema_version", f"unknown schema version {version} (this build reads version {SCHEMA_VERSION})")
+    if version not in READABLE_VERSIONS:
+        readable = ", ".join(map(str, READABLE_VERSIONS))
+        c.fail("schema_version", f"unknown schema version {version} (this build reads versions {readable})")
     run_id = c.typed(doc, "run_id", "", (str,))
     if not RUN_ID.match(run_id):
         c.fail("run_id", f"must be letters, digits, '.', '_' or '-', got {run_id!r}")
@@ -127,7 +132,7 @@ def validate_run(doc: Any, source: str, *, allow_host_timer: bool = False) -> No
 
     method = c.typed(doc, "method", "", (dict,))
     timer = c.typed(method, "timer", "method", (str,))
-    timers = DEVICE_TIMERS + ((HOST_TIMER,) if allow_host_timer else ())
+    timers = DEVICE_TIMERS + (USER_TIMERS if version >= 2 else ()) + ((HOST_TIMER,) if allow_host_timer else ())
     if timer not in timers:
         c.fail("method.timer", f"must be one of {', '.join(timers)}, got {timer!r}")
     c.typed(method, "l2", "method", (dict,))
@@ -136,13 +141,20 @@ def validate_run(doc: Any, source: str, *, allow_host_timer: bool = False) -> No
 
     cases = c.typed(doc, "cases", "", (list,))
     seen: set[str] = set()
+    eager = version >= 2 and bool(method.get("eager_samples"))
     for i, entry in enumerate(cases):
-        _validate_case(c, entry, f"cases[{i}]", seen, timers)
+        _validate_case(c, entry, f"cases[{i}]", seen, timers, eager)
     if "note" in doc:
         c.typed(doc, "note", "", (str,), nullable=True)
 
 
-def _validate_case(c: _Checker, entry: Any, path: str, seen: set[str], timers: tuple[str, ...]) -> None:
+def _samples(c: _Checker, values: list[Any], path: str) -> None:
+    for j, s in enumerate(values):
+        if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s) or s <= 0:
+            c.fail(f"{path}[{j}]", f"must be a positive finite number, got {s!r}")
+
+
+def _validate_case(c: _Checker, entry: Any, path: str, seen: set[str], timers: tuple[str, ...], eager: bool) -> None:
     if not isinstance(entry, dict):
         c.fail(path, f"must be an object, got {type(entry).__name__}")
     case_id = c.typed(entry, "id", path, (str,))
@@ -154,6 +166,10 @@ def _validate_case(c: _Checker, entry: Any, path: str, seen: set[str], timers: t
         c.typed(params, key, f"{path}.case", (str,))
     c.number(entry, "bytes", path)
     c.number(entry, "flops", path)
+    if "rotation" in entry:
+        rotation = c.typed(entry, "rotation", path, (dict,))
+        c.number(rotation, "sets", f"{path}.rotation", positive=True)
+        c.number(rotation, "bytes", f"{path}.rotation")
     variants = c.typed(entry, "variants", path, (dict,))
     if not variants:
         c.fail(f"{path}.variants", "must name at least one variant")
@@ -161,9 +177,14 @@ def _validate_case(c: _Checker, entry: Any, path: str, seen: set[str], timers: t
         vpath = f"{path}.variants.{name}"
         error = c.typed(v, "error", vpath, (str,), nullable=True)
         samples = c.typed(v, "samples_us", vpath, (list,))
-        for j, s in enumerate(samples):
-            if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s) or s <= 0:
-                c.fail(f"{vpath}.samples_us[{j}]", f"must be a positive finite number, got {s!r}")
+        _samples(c, samples, f"{vpath}.samples_us")
+        if eager:
+            eager_us = c.typed(v, "eager_us", vpath, (list,))
+            _samples(c, eager_us, f"{vpath}.eager_us")
+            if error is None and not eager_us:
+                c.fail(f"{vpath}.eager_us", "is empty but no error says why (the run promised eager samples)")
+            if error is not None and eager_us:
+                c.fail(f"{vpath}.eager_us", "has samples although the variant records an error")
         if error is None and not samples:
             c.fail(f"{vpath}.samples_us", "is empty but no error says why")
         if error is not None and samples:

@@ -160,7 +160,7 @@ def test_progress_reports_each_case() -> None:
 def test_softmax_study_declares_peers_and_checks_them() -> None:
     case = {"op": "softmax", "direction": "fwd+bwd", "dtype": "bf16", "rows": 3, "cols": 40}
     names = [v.name for v in SOFTMAX.variants(case)]
-    assert names == ["triton", "torch", "eager", "compile", "liger"]
+    assert names == ["triton", "torch", "eager", "compile", "liger", "quack"]
     wide = {**case, "rows": 4, "cols": 200000}
     assert [v.name for v in SOFTMAX.variants(wide)][:4] == [
         "triton",

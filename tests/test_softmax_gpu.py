@@ -1,4 +1,9 @@
-"""The softmax checks at real sizes, on a GPU (``pytest -m gpu``)."""
+"""The softmax checks at real sizes, on a GPU (``pytest -m gpu``).
+
+Everything the CPU suite checks through the interpreter, here on compiled kernels: every
+plan at widths that are not powers of two (the 16-byte windows and their edges), non-finite
+rows against ``torch.softmax`` on the same GPU, grids beyond CUDA's limits, offsets past
+2^31, tensors on a second GPU, and the launch cache against Triton's own launch path."""
 
 from __future__ import annotations
 
@@ -9,36 +14,12 @@ import torch
 from tolerances import assert_close
 
 import kernels
-from kernels.softmax import (
-    _bwd_block,
-    _bwd_looped,
-    _bwd_split_dots,
-    _bwd_split_one_launch,
-    _bwd_split_write,
-    _fwd_block,
-    _fwd_looped,
-    _fwd_split_one_launch,
-    _fwd_split_stats,
-    _fwd_split_write,
-    backward_rows,
-    forward_rows,
-    plan_for,
-)
+from kernels import _rowwise
+from kernels._rowwise import LAUNCHERS, RowPlan, row_layout
+from kernels.softmax import BACKWARD_POLICY, POLICY, backward_rows, forward_rows, plan_for
 
 pytestmark = pytest.mark.gpu
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
-KERNELS = [
-    _fwd_block,
-    _fwd_looped,
-    _fwd_split_stats,
-    _fwd_split_write,
-    _bwd_block,
-    _bwd_looped,
-    _bwd_split_dots,
-    _bwd_split_write,
-    _fwd_split_one_launch,
-    _bwd_split_one_launch,
-]
 
 
 def ref_softmax(x: torch.Tensor) -> torch.Tensor:
@@ -47,8 +28,9 @@ def ref_softmax(x: torch.Tensor) -> torch.Tensor:
     return torch.where(torch.isneginf(xd).all(-1, keepdim=True), torch.zeros_like(y), y)
 
 
-def randn(shape, dtype, scale=4.0):
-    return (torch.randn(shape, device="cuda", dtype=torch.float32) * scale).to(dtype)
+def randn(shape, dtype, scale=4.0, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return (torch.randn(shape, device="cuda", dtype=torch.float32, generator=g) * scale).to(dtype)
 
 
 SHAPES = [
@@ -59,10 +41,15 @@ SHAPES = [
     ((64, 131072), None),
     ((64, 131072), "looped"),
     ((8, 1048576), None),
-    ((8, 1048576), "looped"),
     ((1, 1048576), "split"),
     ((300, 12289), "split"),
     ((2048, 16384), "block"),
+    ((1000, 50257), None),
+    ((1000, 50257), "split"),
+    ((257, 50257), "looped"),
+    ((96, 151936), None),
+    ((129, 4097), "block"),
+    ((33, 1531), None),
     ((1, 1), None),
 ]
 
@@ -73,25 +60,81 @@ def test_real_sizes_every_plan(shape, plan, dtype) -> None:
     x = randn(shape, dtype).requires_grad_()
     y = kernels.softmax(x, plan=plan)
     assert_close(y, ref_softmax(x.detach()), dtype, "y")
-    dy = randn(shape, dtype, 1.0)
+    dy = randn(shape, dtype, 1.0, seed=1)
     (dx,) = torch.autograd.grad(y, x, dy)
     yd, dyd = y.detach().double(), dy.double()
     assert_close(dx, yd * (dyd - (yd * dyd).sum(-1, keepdim=True)), dtype, "dx")
 
 
 @pytest.mark.parametrize("plan", ["block", "looped", "split"])
-@pytest.mark.parametrize("width", [4096, 32769, 131072])
-def test_masked_rows_at_real_widths(plan, width) -> None:
+@pytest.mark.parametrize("width", [1531, 4096, 32769, 50257])
+def test_every_row_of_a_poisoned_output_is_written_and_nothing_else(plan, width) -> None:
+    """Outputs in a buffer with guard rows of NaN around them: every row written, no guard touched."""
     if plan == "block" and width > 32768:
         pytest.skip("a single block does not hold this row")
-    x = randn((8, width), torch.bfloat16)
-    x[0, : width // 2] = float("-inf")
-    x[1] = float("-inf")
-    x[2, 1:] = float("-inf")
-    x[3, :-1] = float("-inf")
-    y = kernels.softmax(x, plan=plan)
-    assert torch.isfinite(y).all() and (y[1] == 0).all() and y[2, 0] == 1 and y[3, -1] == 1
+    rows = 37
+    x = randn((rows, width), torch.bfloat16)
+    buf = torch.full((rows + 2, width), float("nan"), device="cuda", dtype=torch.bfloat16)
+    y = buf[1:-1]
+    forward_rows(x, y, plan)
+    assert torch.isnan(buf[0]).all() and torch.isnan(buf[-1]).all(), "a kernel wrote past its rows"
     assert_close(y, ref_softmax(x), torch.bfloat16)
+
+
+@pytest.mark.parametrize("plan", ["block", "looped", "split"])
+@pytest.mark.parametrize("width", [4096, 32769, 50257, 131072])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_non_finite_rows_match_torch_softmax(plan, width, dtype) -> None:
+    if plan == "block" and width > 32768:
+        pytest.skip("a single block does not hold this row")
+    x = randn((10, width), dtype)
+    x[0, : width // 2] = float("-inf")  # masked prefix: valid probabilities
+    x[1] = float("-inf")  # fully masked: zeros (torch: NaN)
+    x[2, 5] = float("nan")
+    x[3, -1] = float("inf")
+    x[4, 0], x[4, 1] = float("inf"), float("-inf")
+    x[5, 1:] = float("-inf")
+    x[6, 3] = float("nan")
+    x[6, 4] = float("inf")
+    x[7] += 1000  # large logits: only the max subtraction keeps exp finite
+    x = x.requires_grad_()
+    y = kernels.softmax(x, plan=plan)
+    expect = torch.softmax(x.detach(), dim=-1)
+    nan_rows = [2, 3, 4, 6]
+    assert torch.isnan(y[nan_rows]).all(), "rows with NaN or +inf must be all NaN, as in torch.softmax"
+    assert torch.equal(torch.isnan(expect[nan_rows]), torch.isnan(y[nan_rows]))
+    assert (y[1] == 0).all(), "an all -inf row gives zeros"
+    live = [0, 5, 7, 8, 9]
+    assert_close(y[live], ref_softmax(x.detach()[live]), dtype, "finite rows")
+    dy = randn((10, width), dtype, 1.0, seed=2)
+    (dx,) = torch.autograd.grad(y, x, dy)
+    assert torch.isnan(dx[nan_rows]).all() and (dx[1] == 0).all()
+    yd, dyd = y.detach()[live].double(), dy[live].double()
+    assert_close(dx[live], yd * (dyd - (yd * dyd).sum(-1, keepdim=True)), dtype, "dx")
+
+
+def test_grid_beyond_65535_programs_per_row() -> None:
+    # One row of 268 million elements: the split plan's programs sit on grid axis 0.
+    width = 65535 * 4096 + 1000
+    x = randn((1, width), torch.bfloat16)
+    y = kernels.softmax(x)
+    plan = plan_for(1, width, 2, x.device, *row_layout((x, y)), POLICY, None)
+    assert plan.kind == "split" and plan.chunks <= 1024 and plan.span > 1
+    lse = torch.logsumexp(x.float(), dim=-1, keepdim=True)
+    idx = torch.randint(0, width, (100_000,), device="cuda")
+    expect = torch.exp(x[0, idx].float() - lse[0])
+    torch.testing.assert_close(y[0, idx].float(), expect, rtol=1e-2, atol=1e-9)
+    assert abs(float(y.float().sum()) - 1.0) < 1e-2
+
+
+def test_more_rows_than_one_launch_holds(monkeypatch) -> None:
+    # Batches of rows: the launcher's limit lowered so that the batching path runs at a sane size.
+    monkeypatch.setattr(_rowwise, "MAX_GRID_X", 1000)
+    for plan in ("block", "looped", "split"):
+        x = randn((2500, 5000), torch.bfloat16)
+        y = torch.full_like(x, float("nan"))
+        forward_rows(x, y, plan)
+        assert_close(y, ref_softmax(x), torch.bfloat16)
 
 
 def test_offsets_past_two_to_the_31() -> None:
@@ -102,21 +145,63 @@ def test_offsets_past_two_to_the_31() -> None:
     assert_close(y[tail], ref_softmax(x[tail]), torch.bfloat16)
 
 
-def _compiled_kernels() -> int:
-    return sum(len(cache[0]) for k in KERNELS for cache in k.device_caches.values())
+@pytest.mark.parametrize("offset", [0, 1, 3, 8])
+@pytest.mark.parametrize("plan", ["block", "looped", "split"])
+def test_cached_launch_matches_tritons_own_on_aligned_and_misaligned_views(offset, plan) -> None:
+    """The launch cache keys on pointer alignment: an unaligned view must never reuse a
+    kernel compiled for aligned pointers (that would fault or read the wrong elements)."""
+    base = randn((64, 12000 + 16), torch.bfloat16)
+    x = base[:, offset : offset + 12000]
+    y_fast = torch.empty((64, 12000), device="cuda", dtype=torch.bfloat16)
+    y_slow = torch.empty_like(y_fast)
+    for _ in range(2):  # the second call takes the cached path
+        forward_rows(x, y_fast, plan)
+    for launcher in LAUNCHERS:
+        launcher.uncached = True
+    try:
+        forward_rows(x, y_slow, plan)
+    finally:
+        for launcher in LAUNCHERS:
+            launcher.uncached = False
+    assert torch.equal(y_fast, y_slow)
+    assert_close(y_fast, ref_softmax(x), torch.bfloat16)
 
 
-@pytest.mark.parametrize(("width", "plan"), [(4096, "block"), (127, "block"), (40000, "looped"), (40000, "split")])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+def test_dtype_argument_matches_torch(dtype) -> None:
+    x = randn((100, 50257), torch.bfloat16).requires_grad_()
+    y = kernels.softmax(x, dtype=dtype)
+    expect = torch.nn.functional.softmax(x.detach(), -1, dtype=dtype)
+    assert y.dtype == expect.dtype
+    torch.testing.assert_close(y, expect, rtol=2e-2, atol=1e-5)
+    (dx,) = torch.autograd.grad(y.float().sum() + (y.float() ** 2).sum(), x)
+    assert dx.dtype == torch.bfloat16
+
+
+def test_any_dim_and_noncontiguous_inputs() -> None:
+    x = randn((6, 50, 33), torch.float32)
+    for dim in (0, 1, -1):
+        torch.testing.assert_close(kernels.softmax(x, dim), torch.softmax(x, dim))
+    xt = randn((4097, 64), torch.float32).t()  # last-dim stride 64
+    torch.testing.assert_close(kernels.softmax(xt), torch.softmax(xt, -1))
+
+
+def _compiled_count() -> int:
+    return sum(len(l.kernel._cache) for l in LAUNCHERS)
+
+
+@pytest.mark.parametrize(("width", "plan"), [(4096, "block"), (127, "block"), (40000, "looped"), (40000, "split"), (50257, None)])
 def test_new_row_counts_never_recompile(width, plan) -> None:
     def step(rows: int) -> None:
         x = randn((rows, width), torch.bfloat16).requires_grad_()
         torch.autograd.grad(kernels.softmax(x, plan=plan), x, torch.ones_like(x))
 
-    step(5)  # compiles this width's forward and backward kernels
-    before = _compiled_kernels()
-    for rows in (1, 2, 3, 16, 17, 129, 1000, 4099):
+    for rows in (5, 7):  # compiles this width's kernels (packed and unpacked block plans aside)
         step(rows)
-    assert _compiled_kernels() == before
+    before = _compiled_count()
+    for rows in (2, 3, 16, 17, 129, 1000):
+        step(rows)
+    assert _compiled_count() == before
 
 
 def test_torch_compile_fullgraph_matches_eager() -> None:
@@ -125,7 +210,7 @@ def test_torch_compile_fullgraph_matches_eager() -> None:
 
     compiled = torch.compile(f, fullgraph=True)
     for rows in (64, 1000):
-        x = randn((rows, 4096), torch.bfloat16).requires_grad_()
+        x = randn((rows, 4096), torch.bfloat16, seed=rows).requires_grad_()
         out_c, out_e = compiled(x), f(x)
         torch.testing.assert_close(out_c, out_e)
         g = torch.randn_like(out_e)
@@ -138,34 +223,51 @@ def test_registered_op_opcheck_on_gpu() -> None:
     from kernels.softmax import _softmax_op
 
     for plan in (None, "looped", "split"):
-        torch.library.opcheck(_softmax_op, (randn((33, 5000), torch.float32).requires_grad_(), plan))
+        torch.library.opcheck(_softmax_op, (randn((33, 5000), torch.float32).requires_grad_(), plan, None))
+    torch.library.opcheck(_softmax_op, (randn((33, 5001), torch.bfloat16).requires_grad_(), None, torch.float32))
 
 
 @pytest.mark.parametrize("one_launch", [True, False])
-@pytest.mark.parametrize("shape", [(4, 32769), (64, 131072), (8, 1048576), (130, 20000)])
+@pytest.mark.parametrize("shape", [(4, 32769), (64, 131072), (8, 1048576), (130, 20000), (7, 50257)])
 def test_split_one_and_two_launches_agree_and_repeat(shape, one_launch) -> None:
     x = randn(shape, torch.bfloat16)
     x[0, : shape[1] // 2] = float("-inf")
     x[-1] = float("-inf")
-    plan = dataclasses.replace(plan_for(x, "split"), one_launch=one_launch)
-    assert not plan_for(x, "split").one_launch  # the planner's own choice is two launches
+    vec, align = row_layout((x, x))
+    plan = dataclasses.replace(plan_for(*shape, 2, x.device, vec, align, POLICY, "split"), one_launch=one_launch)
     y = torch.full_like(x, float("nan"))
     forward_rows(x, y, plan)
     assert_close(y, ref_softmax(x), torch.bfloat16)
-    dy = randn(shape, torch.bfloat16, 1.0)
+    dy = randn(shape, torch.bfloat16, 1.0, seed=3)
     dx = torch.full_like(x, float("nan"))
-    backward_rows(y, dy, dx, plan)
+    bplan = dataclasses.replace(plan_for(*shape, 2, x.device, vec, align, BACKWARD_POLICY, "split"), one_launch=one_launch)
+    backward_rows(y, dy, dx, bplan)
     yd, dyd = y.double(), dy.double()
     assert_close(dx, yd * (dyd - (yd * dyd).sum(-1, keepdim=True)), torch.bfloat16, "dx")
     # A race between the row's programs would show as a result that changes between calls.
-    for _ in range(50):
+    for _ in range(30):
         y2, dx2 = torch.empty_like(y), torch.empty_like(dx)
         forward_rows(x, y2, plan)
-        backward_rows(y, dy, dx2, plan)
+        backward_rows(y, dy, dx2, bplan)
         assert torch.equal(y2, y) and torch.equal(dx2, dx)
 
 
-def test_one_launch_split_is_allowed_only_where_it_cannot_deadlock() -> None:
-    from kernels._rowwise import one_launch_split_ok
+def test_one_launch_split_is_refused_where_it_could_deadlock() -> None:
+    x = randn((2, 4 * 1048576), torch.bfloat16)
+    plan = RowPlan("split", 2048, 4, chunks=2048, one_launch=True)  # 2048 waiting programs per row
+    with pytest.raises(ValueError, match="could deadlock"):
+        forward_rows(x, torch.empty_like(x), plan)
 
-    assert one_launch_split_ok(256, 132) and not one_launch_split_ok(265, 132)
+
+def test_tensor_on_a_second_gpu_runs_there() -> None:
+    if torch.cuda.device_count() < 2:
+        pytest.skip("one GPU only: run on a machine with two (the nvidia-h200-x2 kind)")
+    torch.cuda.set_device(0)
+    for plan in (None, "looped", "split"):
+        x = randn((64, 50257), torch.bfloat16).to("cuda:1").requires_grad_()
+        y = kernels.softmax(x, plan=plan)
+        assert y.device == x.device
+        assert_close(y, ref_softmax(x.detach()), torch.bfloat16)
+        (dx,) = torch.autograd.grad(y, x, torch.ones_like(y))
+        assert dx.device == x.device
+    assert torch.cuda.current_device() == 0

@@ -17,7 +17,7 @@ Params = dict[str, Any]
 Tensors = dict[str, torch.Tensor]
 Step = Callable[[Tensors], tuple[torch.Tensor, ...]]
 
-STUDIES = ("softmax",)
+STUDIES = ("softmax", "rowgrid", "dispatch")
 
 
 class Refused(Exception):

@@ -2,7 +2,8 @@
 
 Peers: ``torch.softmax`` (the built-in op), the unfused composition a careful user writes
 (upcast, max, subtract, exp, sum, divide: several kernels and intermediates), the same
-built-in under ``torch.compile`` (fused against fused), and Liger-Kernel when installed.
+built-in under ``torch.compile`` (fused against fused), Liger-Kernel and QuACK (CuTe DSL)
+when installed; their refusals and failed checks are recorded like any result.
 Traffic model: forward reads ``x`` and writes ``y`` (2 passes); forward+backward adds a read
 of ``y`` and ``dy`` and a write of ``dx`` (5 passes).  Bytes are counted from the problem,
 not from what any implementation moves.
@@ -18,7 +19,8 @@ import torch
 
 import kernels
 from bench.studies import Params, Refused, Step, Tensors, Variant
-from kernels._rowwise import RowPlan, one_launch_split_ok, plan_rows
+from kernels._rowwise import ALIGN_ROWS, ALIGN_WINDOW, one_launch_split_ok
+from kernels.plans import VECTOR_BYTES, RowPlan, plan_rows
 from kernels.softmax import BACKWARD_POLICY, POLICY, backward_rows, forward_rows
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -35,9 +37,12 @@ SHAPES = [
     (4, 32769),
     (64, 131072),
     (8, 1048576),
+    (1000, 50257),  # GPT-2's vocabulary: rows misaligned by an odd width
+    (4096, 50257),
+    (4096, 151936),  # Qwen2's vocabulary
 ]
-FP32_SHAPES = [(1024, 1024), (16384, 4096), (64, 131072)]
-QUICK_SHAPES = [(32, 127), (16384, 4096), (64, 131072)]
+FP32_SHAPES = [(1024, 1024), (16384, 4096), (64, 131072), (1000, 50257)]
+QUICK_SHAPES = [(32, 127), (16384, 4096), (64, 131072), (1000, 50257)]
 TOLERANCE = {"fp32": 1e-5, "fp16": 2e-3, "bf16": 1e-2}  # relative L2 error against float64
 
 
@@ -55,27 +60,37 @@ def _apply(fn, case: Params) -> Step:  # type: ignore[no-untyped-def]
     return step
 
 
+def _pad(case: Params) -> int:
+    """The alignment window the planner sizes blocks for (contiguous rows of this width)."""
+    size = torch.empty((), dtype=DTYPES[case["dtype"]]).element_size()
+    vec = VECTOR_BYTES // size
+    align = ALIGN_ROWS if case["cols"] % vec == 0 or case["rows"] == 1 else ALIGN_WINDOW
+    return vec - 1 if align == ALIGN_WINDOW else 0
+
+
+def _plan(case: Params, policy, force: str | None) -> RowPlan:  # type: ignore[no-untyped-def]
+    size = torch.empty((), dtype=DTYPES[case["dtype"]]).element_size()
+    return plan_rows(case["rows"], case["cols"], size, _sms(), policy, force, _pad(case))  # type: ignore[arg-type]
+
+
 def _ours(plan: str | None):  # type: ignore[no-untyped-def]
     def build(case: Params) -> Step:
         return _apply(lambda x: kernels.softmax(x, plan=plan), case)
 
     def meta(case: Params) -> dict[str, Any]:
-        size = torch.empty((), dtype=DTYPES[case["dtype"]]).element_size()
-        shape = (case["rows"], case["cols"], size, _sms())
-        out: dict[str, Any] = plan_rows(*shape, POLICY, plan).describe()  # type: ignore[arg-type]
+        out: dict[str, Any] = _plan(case, POLICY, plan).describe()
         if case["direction"] == "fwd+bwd":
-            out["backward"] = plan_rows(*shape, BACKWARD_POLICY, plan).describe()  # type: ignore[arg-type]
+            out["backward"] = _plan(case, BACKWARD_POLICY, plan).describe()
         return out
 
     return build, meta
 
 
 def _one_launch_plan(case: Params) -> RowPlan:
-    size = torch.empty((), dtype=DTYPES[case["dtype"]]).element_size()
-    plan = plan_rows(case["rows"], case["cols"], size, _sms(), POLICY, "split")
-    if not one_launch_split_ok(plan.chunks, _sms()):
-        raise Refused(f"{plan.chunks} chunks per row could deadlock a one-launch split")
-    return dataclasses.replace(plan, one_launch=True)
+    plan = dataclasses.replace(_plan(case, POLICY, "split"), one_launch=True)
+    if not one_launch_split_ok(plan, _sms()):
+        raise Refused(f"{plan.chunks} chunks of {plan.span} blocks per row could deadlock a one-launch split")
+    return plan
 
 
 class _OneLaunchSplit(torch.autograd.Function):
@@ -128,6 +143,27 @@ def _liger(case: Params) -> Step:
     return _apply(LigerSoftmaxFunction.apply, case)
 
 
+def _quack(case: Params) -> Step:
+    try:
+        from quack.softmax import softmax as quack_softmax
+    except ImportError as exc:
+        raise Refused(f"quack-kernels is not installed ({exc})") from exc
+    size = torch.empty((), dtype=DTYPES[case["dtype"]]).element_size()
+    if (case["cols"] * size) % 16:
+        # quack-kernels 0.6.5 copies rows in 16-byte vectors and asserts the width allows it.
+        raise Refused(
+            f"QuACK needs rows of a multiple of 16 bytes; width {case['cols']} is {case['cols'] * size} bytes"
+        )
+    return _apply(quack_softmax, case)
+
+
+def _quack_meta(case: Params) -> dict[str, Any]:
+    try:
+        return {"version": metadata.version("quack-kernels"), "entry": "quack.softmax.softmax"}
+    except metadata.PackageNotFoundError:
+        return {}
+
+
 def _liger_meta(case: Params) -> dict[str, Any]:
     try:
         return {"version": metadata.version("liger-kernel"), "entry": "liger_kernel.ops.softmax.LigerSoftmaxFunction"}
@@ -154,9 +190,7 @@ class SoftmaxStudy:
     def variants(self, case: Params) -> list[Variant]:
         build, meta = _ours(None)
         out = [Variant("triton", "Triton (ours, planner's choice)", build, meta)]
-        x_bytes = torch.empty((), dtype=DTYPES[case["dtype"]]).element_size()
-        auto = plan_rows(case["rows"], case["cols"], x_bytes, _sms(), POLICY, None)
-        if auto.kind != "block":
+        if _plan(case, POLICY, None).kind != "block":
             # Wide rows: time both multi-program plans, one of which repeats the planner's
             # choice, so the page can show why it chose and how large the noise is; and the
             # one-launch split the planner rejected, so its loss stays on the record.
@@ -181,6 +215,7 @@ class SoftmaxStudy:
                 lambda c: {"mode": "default", "dynamic": False, "fullgraph": True},
             ),
             Variant("liger", "Liger-Kernel", _liger, _liger_meta),
+            Variant("quack", "QuACK", _quack, _quack_meta),
         ]
         return out
 

@@ -1,0 +1,197 @@
+"""The row-plan grid: every softmax plan over a grid of row counts and widths, beside
+``torch.softmax`` and ``torch.compile`` in every cell.
+
+The planner (``kernels.plans.plan_rows``) is scored on these runs by *regret*: its plan's
+time over the best plan's in the cell, minus one.  Its thresholds are fitted on one run and
+scored on another (``publish/rowgrid.py``).  Widths are mostly not powers of two: real
+vocabularies (32000, 50257, 128256, 151936), primes, 2^k + 1, odd hidden sizes.  Rows run
+from 1 (one wide row) to 16384; a cell holds at most 2^28 elements (512 MB in bf16), so the
+widest rows come in few.
+
+Every cell is forward, bf16, cold L2 (the graph rotates through input sets that together
+exceed the L2): plan choices are about DRAM traffic and occupancy, and warm numbers of a
+large cell would measure the L2.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import torch
+
+from bench.studies import Params, Refused, Step, Tensors, Variant
+from kernels.plans import VECTOR_BYTES, RowPlan, next_power_of_2, split_geometry, warps_for
+from kernels.softmax import POLICY, forward_rows, plan_for
+
+ROWS = [1, 3, 8, 20, 32, 48, 64, 100, 132, 200, 264, 500, 1000, 2048, 4096, 8192, 16384]
+WIDTHS = [
+    1024, 1531, 2048, 3000, 4097, 5120, 8191, 11008, 12289, 16384, 22001, 32000, 32769, 50257,
+    65536, 100003, 128256, 131073, 151936, 200064, 262144, 393241, 524289, 1048576,
+]  # fmt: skip
+QUICK_ROWS = [1, 64, 1000, 4096]
+QUICK_WIDTHS = [1531, 4097, 50257, 131073]
+MAX_ELEMS = 2**28
+LOOPED_CHUNKS = (2048, 4096, 8192, 16384)
+SPLIT_CHUNKS = (2048, 4096, 8192)
+MAX_BLOCK = 32768  # widest row tried as one block (64 KB of bf16 held in registers)
+ELEM = 2  # bf16
+
+
+def _pad(rows: int, cols: int) -> int:
+    vec = VECTOR_BYTES // ELEM
+    return vec - 1 if rows > 1 and cols % vec else 0
+
+
+def cell_plans(rows: int, cols: int, sms: int = 132) -> dict[str, RowPlan]:
+    """Every plan timed in a cell, by variant name: the block plan where the row fits in
+    MAX_BLOCK, looped with four chunk sizes, split with three (two launches), and the
+    one-launch split where it cannot deadlock."""
+    pad = _pad(rows, cols)
+    whole = next_power_of_2(cols + pad)
+    out: dict[str, RowPlan] = {}
+    if whole <= MAX_BLOCK:
+        pack = rows >= POLICY.pack_min_rows_per_sm * sms
+        rpp = max(1, min(POLICY.max_rows_per_program, POLICY.pack_elems // whole)) if pack else 1
+        out["block"] = RowPlan("block", whole, warps_for(whole * rpp), rpp)
+    for chunk in LOOPED_CHUNKS:
+        if chunk < whole:
+            out[f"looped-{chunk}"] = RowPlan("looped", chunk, warps_for(chunk))
+    for chunk in SPLIT_CHUNKS:
+        if chunk < whole:
+            chunks, span = split_geometry(cols + pad, chunk, chunk)
+            out[f"split-{chunk}"] = RowPlan("split", chunk, warps_for(chunk), chunks=chunks, span=span)
+    if "split-4096" in out and out["split-4096"].span == 1 and out["split-4096"].chunks <= 2 * sms:
+        p = out["split-4096"]
+        out["split-4096-1launch"] = RowPlan("split", p.block, p.num_warps, chunks=p.chunks, one_launch=True)
+    return out
+
+
+def _plan_step(plan: RowPlan) -> Step:
+    def step(t: Tensors) -> tuple[torch.Tensor, ...]:
+        y = torch.empty_like(t["x"])
+        forward_rows(t["x"], y, plan)
+        return (y,)
+
+    return step
+
+
+_COMPILED: dict[str, Any] = {}
+
+
+def _compiled(case: Params) -> Step:
+    # One compiled function for the whole grid, rows dynamic and width static: what a model
+    # with a fixed vocabulary and changing batch sizes gets.  The limits are raised so that
+    # Dynamo never falls back to eager after its default 8 recompilations.
+    if "fn" not in _COMPILED:
+        torch._dynamo.config.cache_size_limit = 1024
+        torch._dynamo.config.accumulated_cache_size_limit = 4096
+        _COMPILED["fn"] = torch.compile(lambda x: torch.softmax(x, dim=-1), fullgraph=True)
+    fn = _COMPILED["fn"]
+
+    def step(t: Tensors) -> tuple[torch.Tensor, ...]:
+        torch._dynamo.maybe_mark_dynamic(t["x"], 0)
+        return (fn(t["x"]),)
+
+    return step
+
+
+class RowGridStudy:
+    name = "rowgrid"
+    directions = ("fwd",)
+
+    def cases(self, quick: bool) -> list[Params]:
+        rows, widths = (QUICK_ROWS, QUICK_WIDTHS) if quick else (ROWS, WIDTHS)
+        return [
+            {"op": "softmax", "direction": "fwd", "dtype": "bf16", "rows": r, "cols": w}
+            for w in widths
+            for r in rows
+            if r * w <= MAX_ELEMS
+        ]
+
+    def case_id(self, case: Params) -> str:
+        return f"fwd/bf16/{case['rows']}x{case['cols']}"
+
+    def options(self, quick: bool) -> dict[str, Any]:
+        return {"l2_modes": ("cold",), "eager": False, "rounds": 5 if quick else 7, "target_ms": 0.5}
+
+    def prepare(self, cases: list[Params], device: torch.device, stream: Any) -> None:
+        """Compile every (plan, width, alignment) of the grid up front, in threads: Triton's
+        compiler spends most of its time outside the GIL, and one at a time it would take
+        minutes of the GPU's time."""
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        jobs: dict[tuple, tuple[int, int, RowPlan]] = {}
+        for c in cases:
+            rows = 1 if c["rows"] == 1 else 2
+            for plan in cell_plans(c["rows"], c["cols"], sms).values():
+                jobs.setdefault((rows, c["cols"], plan), (rows, c["cols"], plan))
+
+        def compile_one(job: tuple[int, int, RowPlan]) -> str | None:
+            rows, cols, plan = job
+            try:
+                x = torch.randn((rows, cols), device=device).to(torch.bfloat16)
+                forward_rows(x, torch.empty_like(x), plan)
+                return None
+            except Exception as exc:  # the cell itself will record the error
+                return f"{cols} {plan.label}: {type(exc).__name__}"
+
+        t0 = time.monotonic()
+        with ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 4)) as pool:
+            failed = [f for f in pool.map(compile_one, jobs.values()) if f]
+        torch.cuda.synchronize()
+        print(
+            f"compiled {len(jobs)} plans in {time.monotonic() - t0:.0f} s; failed: {failed[:5]}",
+            file=stream,
+            flush=True,
+        )
+
+    def variants(self, case: Params) -> list[Variant]:
+        sms = torch.cuda.get_device_properties(0).multi_processor_count if torch.cuda.is_available() else 132
+        out = [
+            Variant(
+                name, f"plan {plan.label}", lambda c, plan=plan: _plan_step(plan), lambda c, plan=plan: plan.describe()
+            )
+            for name, plan in cell_plans(case["rows"], case["cols"], sms).items()
+        ]
+        out.append(Variant("planner", "planner's choice (kernels.softmax)", self._planner, self._planner_meta))
+        out.append(Variant("torch", "torch.softmax", lambda c: lambda t: (torch.softmax(t["x"], dim=-1),)))
+        out.append(
+            Variant("compile", "torch.compile(torch.softmax), rows dynamic", _compiled, lambda c: {"dynamic": "rows"})
+        )
+        return out
+
+    @staticmethod
+    def _planner(case: Params) -> Step:
+        import kernels
+
+        return lambda t: (kernels.softmax(t["x"]),)
+
+    @staticmethod
+    def _planner_meta(case: Params) -> dict[str, Any]:
+        if not torch.cuda.is_available():
+            raise Refused("needs a GPU")
+        x = torch.empty((case["rows"], case["cols"]), device="cuda", dtype=torch.bfloat16)
+        from kernels._rowwise import row_layout
+
+        vec, align = row_layout((x, x))
+        plan = plan_for(case["rows"], case["cols"], ELEM, x.device, vec, align, POLICY, None)
+        return {**plan.describe(), "label": plan.label}
+
+    def inputs(self, case: Params, device: torch.device, gen: torch.Generator) -> Tensors:
+        x = torch.randn((case["rows"], case["cols"]), generator=gen, device=device, dtype=torch.float32) * 4
+        return {"x": x.to(torch.bfloat16)}
+
+    def reference(self, case: Params, inputs: Tensors) -> tuple[torch.Tensor, ...]:
+        return (torch.softmax(inputs["x"].double(), dim=-1),)
+
+    def traffic(self, case: Params) -> tuple[int, int]:
+        elems = case["rows"] * case["cols"]
+        return 2 * elems * ELEM, 5 * elems
+
+    def tolerance(self, case: Params) -> float:
+        return 1e-2
+
+
+STUDY = RowGridStudy()
