@@ -376,7 +376,11 @@ def _merge_row_stats(
     slots = stats_ptr + (row[:, None] * CHUNKS + c) * 2
     m_c = tl.load(slots, mask=c < CHUNKS, other=float("-inf"), cache_modifier=CACHE)
     s_c = tl.load(slots + 1, mask=c < CHUNKS, other=0.0, cache_modifier=CACHE)
-    return COMBINE(tl.full((1,), float("-inf"), ACC), tl.zeros((1,), ACC), m_c, s_c)
+    m, s = COMBINE(tl.full((1,), float("-inf"), ACC), tl.zeros((1,), ACC), m_c, s_c)
+    # Back through scalars: statistics laid out like the small [1, CHUNKS] tile would make the
+    # compiler convert every [1, BLOCK] tile they meet to that layout, through shared memory.
+    # A splat of a scalar takes whatever layout its use needs.
+    return tl.zeros((1,), ACC) + tl.max(m, axis=0), tl.zeros((1,), ACC) + tl.max(s, axis=0)
 
 
 @triton.jit(do_not_specialize=_INTS)

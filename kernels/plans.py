@@ -179,3 +179,16 @@ def plan_columns(n_rows: int, width: int, sm_count: int, block_cols: int = 256) 
     splits = max(1, min(want, cdiv(max(n_rows, 1), 64)))
     rows_per_split = cdiv(max(n_rows, 1), splits)
     return ColumnPlan(block_cols, rows_per_split, cdiv(max(n_rows, 1), rows_per_split), 4)
+
+
+# Softmax's policies (kernels/softmax.py launches with them; the site scores them on the
+# row-plan grid).  Forward: rows up to 32 KB (bf16: 16384 elements, alignment window
+# included) stay whole in registers, which the first grid on the H200 (run
+# rowgrid-20261129T222527Z-46370dc) showed beating both loops at every row count up to that
+# width; wider rows loop over 4096-element chunks or, with fewer rows than SMs, split.
+# The row-plan grid page reports the regret of this policy and of the one fitted on a grid run.
+SOFTMAX_POLICY = RowPolicy(max_block_bytes=32 * 1024, chunk=4096)
+# The backward holds y and dy but does no exp: whole rows of up to 64 KB stay in registers
+# faster than looping re-reads them (H200, 8192 x 32768 bf16: 389 µs as one block against
+# 527 µs looped in 8192 chunks; notes/2026-11-29-tune-plans-2545267.log).
+SOFTMAX_BACKWARD_POLICY = RowPolicy(max_block_bytes=64 * 1024, chunk=16384)

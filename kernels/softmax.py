@@ -30,7 +30,7 @@ from kernels._rowwise import (
     safe_shift,
     sm_count,
 )
-from kernels.plans import PLAN_KINDS, RowPlan, RowPolicy, plan_rows
+from kernels.plans import PLAN_KINDS, SOFTMAX_BACKWARD_POLICY, SOFTMAX_POLICY, RowPlan, RowPolicy, plan_rows
 
 # =============================================================================== arithmetic
 # Tiles are [R, B]; statistics [R].  Forward: a = x, statistics (max, sum of exp(x - max)).
@@ -86,15 +86,8 @@ BACKWARD = RowOp("softmax_backward", _bwd_row, _bwd_accumulate, _bwd_combine, _b
 
 # =============================================================================== plans
 
-# Forward thresholds: rows up to 16 KB stay whole in registers; wider rows loop over 8192-
-# element chunks, or, when rows are fewer than the SMs, split into 2048/4096-element chunks.
-# (H200: notes/2026-11-29-tune-plans-2545267.log; re-fitted on the row-plan grid, see
-# bench/studies/rowgrid.py and notes/README.md.)
-POLICY = RowPolicy()
-# The backward holds y and dy but does no exp; whole rows of up to 64 KB stay in registers
-# faster than looping re-reads them (H200, 8192 x 32768 bf16: 389 µs as one block against
-# 527 µs looped in 8192 chunks; notes/2026-11-29-tune-plans-2545267.log).
-BACKWARD_POLICY = RowPolicy(max_block_bytes=64 * 1024, chunk=16384)
+POLICY = SOFTMAX_POLICY  # thresholds and their evidence: kernels/plans.py
+BACKWARD_POLICY = SOFTMAX_BACKWARD_POLICY
 
 _PLANS: dict[tuple, RowPlan] = {}
 

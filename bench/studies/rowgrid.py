@@ -26,16 +26,16 @@ from bench.studies import Params, Refused, Step, Tensors, Variant
 from kernels.plans import VECTOR_BYTES, RowPlan, next_power_of_2, split_geometry, warps_for
 from kernels.softmax import POLICY, forward_rows, plan_for
 
-ROWS = [1, 3, 8, 20, 32, 48, 64, 100, 132, 200, 264, 500, 1000, 2048, 4096, 8192, 16384]
+ROWS = [1, 4, 12, 32, 64, 100, 132, 264, 500, 1000, 2048, 4096, 8192, 16384]
 WIDTHS = [
-    1024, 1531, 2048, 3000, 4097, 5120, 8191, 11008, 12289, 16384, 22001, 32000, 32769, 50257,
-    65536, 100003, 128256, 131073, 151936, 200064, 262144, 393241, 524289, 1048576,
+    1024, 1531, 2048, 3000, 4097, 5120, 8191, 11008, 12289, 14336, 16384, 22001, 32000, 32769, 50257,
+    65536, 77777, 100003, 128256, 131073, 151936, 200064, 262144, 393241, 524289, 1048576,
 ]  # fmt: skip
 QUICK_ROWS = [1, 64, 1000, 4096]
 QUICK_WIDTHS = [1531, 4097, 50257, 131073]
 MAX_ELEMS = 2**28
 LOOPED_CHUNKS = (2048, 4096, 8192, 16384)
-SPLIT_CHUNKS = (2048, 4096, 8192)
+SPLIT_CHUNKS = (2048, 4096)
 MAX_BLOCK = 32768  # widest row tried as one block (64 KB of bf16 held in registers)
 ELEM = 2  # bf16
 
