@@ -43,13 +43,17 @@ from typing import Any
 import torch
 import triton
 import triton.language as tl
+from triton import knobs
 
-from kernels._launch import INTERPRETER, FastKernel
+from kernels._launch import INTERPRETER, FastKernel, current_stream
 from kernels.plans import (
     VECTOR_BYTES,
     ColumnPlan,
+    PlanKind,
     RowPlan,
+    RowPolicy,
     plan_columns,
+    plan_rows,
 )
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -491,7 +495,7 @@ class RowLauncher:
         n_rows: int,
         strides: Sequence[int],
         consts: tuple[Any, ...],
-        plan: RowPlan,
+        num_warps: int,
         rows_per_program: int = 1,
         programs_per_row: int = 1,
     ) -> None:
@@ -509,12 +513,12 @@ class RowLauncher:
             grid = (triton.cdiv(rows, rows_per_program) * programs_per_row, 1, 1)
             args = (*views, rows, *strides)
             if self.uncached:
-                self.kernel.launch_uncached(grid, args, consts, plan.num_warps)
+                self.kernel.launch_uncached(grid, args, consts, num_warps)
             elif guard:  # Triton launches on the current device; a tensor elsewhere needs its own
                 with torch.cuda.device(index):
-                    self.kernel.launch(key, index, grid, args, consts, plan.num_warps)
+                    self.kernel.launch(key, index, grid, args, consts, num_warps)
             else:
-                self.kernel.launch(key, index, grid, args, consts, plan.num_warps)
+                self.kernel.launch(key, index, grid, args, consts, num_warps)
 
 
 _BLOCK_L = RowLauncher(row_block_kernel)
@@ -525,52 +529,189 @@ _ONE_LAUNCH_L = RowLauncher(row_split_one_launch_kernel)
 LAUNCHERS = (_BLOCK_L, _LOOPED_L, _SPLIT_REDUCE_L, _SPLIT_APPLY_L, _ONE_LAUNCH_L)
 
 
+@dataclass(frozen=True)
+class _Step:
+    """One launch of a plan: its kernel, constexprs, the tensors it takes (by role: a, b,
+    out, stats, sync) and how many programs it puts on the grid."""
+
+    launcher: RowLauncher
+    consts: tuple[Any, ...]
+    roles: tuple[str, ...]
+    rows_per_program: int = 1
+    programs_per_row: int = 1
+
+
+def _steps(
+    op: RowOp, plan: RowPlan, width: int, vec: int, align: int, a_dtype: torch.dtype, out_dtype: torch.dtype
+) -> list[_Step]:
+    acc = tl.float64 if torch.float64 in (a_dtype, out_dtype) else tl.float32
+    # The forward casts its input to the output dtype first (torch's dtype= semantics).
+    cast = _TL_DTYPES[out_dtype] if not op.has_b else acc
+    shape = (width, plan.block, vec, align, acc, cast, op.a_fill, op.has_b)
+    if plan.kind == "block":
+        consts = (*shape[:2], plan.rows_per_program, *shape[2:], op.row, op.apply)
+        return [_Step(_BLOCK_L, consts, ("a", "b", "out"), rows_per_program=plan.rows_per_program)]
+    if plan.kind == "looped":
+        return [_Step(_LOOPED_L, (*shape, op.accumulate, op.apply, plan.stages, plan.evict), ("a", "b", "out"))]
+    if plan.one_launch:
+        consts = (*shape, op.accumulate, op.combine, op.apply, plan.chunks)
+        return [_Step(_ONE_LAUNCH_L, consts, ("a", "b", "out", "stats", "sync"), programs_per_row=plan.chunks)]
+    return [
+        _Step(_SPLIT_REDUCE_L, (*shape, op.accumulate, plan.chunks, plan.span), ("a", "b", "stats"), 1, plan.chunks),
+        _Step(
+            _SPLIT_APPLY_L,
+            (*shape, op.combine, op.apply, plan.chunks, plan.span),
+            ("a", "b", "out", "stats"),
+            1,
+            plan.chunks,
+        ),
+    ]  # fmt: skip
+
+
+def _scratch(plan: RowPlan, n_rows: int, device: torch.device | int, acc64: bool) -> dict[str, torch.Tensor]:
+    if plan.kind != "split":
+        return {}
+    # Per-chunk statistics: 8 bytes per chunk in fp32, a few KB next to the row's data.
+    out = {
+        "stats": torch.empty((n_rows, plan.chunks, 2), device=device, dtype=torch.float64 if acc64 else torch.float32)
+    }
+    if plan.one_launch:
+        out["sync"] = torch.zeros(n_rows + 1, device=device, dtype=torch.int32)
+    return out
+
+
 def run_rows(
     op: RowOp, plan: RowPlan, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, align: int, vec: int
 ) -> None:
     """Write ``op`` over the ``[rows, width]`` tensors ``a`` (and ``b``) into ``out``.
 
-    All three have a contiguous last dimension; ``(vec, align)`` come from
-    :func:`row_layout` over the same tensors, which the plan was made for.  Raises
-    ``ValueError`` for a one-launch split that could deadlock."""
+    The general launch path (any plan, any device, any row count); :class:`RowCall` is the
+    eager fast path in front of it.  All three tensors have a contiguous last dimension;
+    ``(vec, align)`` come from :func:`row_layout` over the same tensors, which the plan was
+    made for.  Raises ``ValueError`` for a one-launch split that could deadlock."""
     n_rows, width = a.shape
     if n_rows == 0 or width == 0:
         return
-    acc = tl.float64 if torch.float64 in (a.dtype, out.dtype) else tl.float32
+    if plan.one_launch and (not one_launch_split_ok(plan, sm_count(a.device)) or n_rows * plan.chunks > MAX_GRID_X):
+        raise ValueError(
+            f"a one-launch split of {plan.chunks} chunks x {plan.span} blocks per row could deadlock "
+            "(its programs wait for each other); use the two-launch split"
+        )
     bb = a if b is None else b
     strides = (a.stride(0), bb.stride(0), out.stride(0))
-    shape = (width, plan.block, vec, align, acc, _TL_DTYPES[out.dtype] if b is None else acc, op.a_fill, op.has_b)
-    if plan.kind == "block":
-        consts = (*shape[:2], plan.rows_per_program, *shape[2:], op.row, op.apply)
-        _BLOCK_L((a, bb, out), n_rows, strides, consts, plan, rows_per_program=plan.rows_per_program)
-    elif plan.kind == "looped":
-        consts = (*shape, op.accumulate, op.apply, plan.stages, plan.evict)
-        _LOOPED_L((a, bb, out), n_rows, strides, consts, plan)
-    elif plan.one_launch:
-        if not one_launch_split_ok(plan, sm_count(a.device)):
-            raise ValueError(
-                f"a one-launch split of {plan.chunks} chunks x {plan.span} blocks per row could deadlock "
-                "(its programs wait for each other); use the two-launch split"
-            )
-        stats = torch.empty(
-            (n_rows, plan.chunks, 2), device=a.device, dtype=torch.float64 if acc == tl.float64 else torch.float32
-        )
-        sync = torch.zeros(n_rows + 1, device=a.device, dtype=torch.int32)
-        consts = (*shape, op.accumulate, op.combine, op.apply, plan.chunks)
-        key_index = a.device.index if a.device.type == "cuda" else -1
-        grid = (n_rows * plan.chunks, 1, 1)
-        _ONE_LAUNCH_L.kernel.launch(
-            (key_index, *[(t.dtype, t.data_ptr() % VECTOR_BYTES == 0) for t in (a, bb, out, stats, sync)]),
-            key_index, grid, (a, bb, out, stats, sync, n_rows, *strides), consts, plan.num_warps,
+    tensors = {"a": a, "b": bb, "out": out, **_scratch(plan, n_rows, a.device, torch.float64 in (a.dtype, out.dtype))}
+    for step in _steps(op, plan, width, vec, align, a.dtype, out.dtype):
+        step.launcher(
+            [tensors[r] for r in step.roles], n_rows, strides, step.consts, plan.num_warps,
+            step.rows_per_program, step.programs_per_row,
         )  # fmt: skip
-    else:
-        stats = torch.empty(
-            (n_rows, plan.chunks, 2), device=a.device, dtype=torch.float64 if acc == tl.float64 else torch.float32
-        )
-        reduce_consts = (*shape, op.accumulate, plan.chunks, plan.span)
-        apply_consts = (*shape, op.combine, op.apply, plan.chunks, plan.span)
-        _SPLIT_REDUCE_L((a, bb, stats), n_rows, strides, reduce_consts, plan, programs_per_row=plan.chunks)
-        _SPLIT_APPLY_L((a, bb, out, stats), n_rows, strides, apply_consts, plan, programs_per_row=plan.chunks)
+
+
+class _Prepared:
+    """The launches of one plan for one layout, dtypes and device, resolved once: each call
+    passes raw pointers and strides straight to the compiled kernels' launchers."""
+
+    __slots__ = ("acc64", "bound", "index", "plan", "steps")
+
+    def __init__(self, plan: RowPlan, steps: list[_Step], index: int, acc64: bool) -> None:
+        self.plan, self.steps, self.index, self.acc64 = plan, steps, index, acc64
+        self.bound: list[tuple[Any, ...] | None] = [None] * len(steps)
+
+    def __call__(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, n_rows: int) -> None:
+        plan = self.plan
+        strides = (a.stride(0), b.stride(0), out.stride(0))
+        scratch = _scratch(plan, n_rows, self.index, self.acc64) if plan.kind == "split" else None
+        stream = -1
+        for i, step in enumerate(self.steps):
+            bound = self.bound[i]
+            grid = triton.cdiv(n_rows, step.rows_per_program) * step.programs_per_row
+            if bound is None:  # the first call of this key: Triton compiles and launches
+                tensors = {"a": a, "b": b, "out": out, **(scratch or {})}
+                args = (*[tensors[r] for r in step.roles], n_rows, *strides)
+                compiled = step.launcher.kernel.fn[(grid,)](
+                    *args, **dict(zip(step.launcher.kernel.const_names, step.consts, strict=True)),
+                    num_warps=plan.num_warps, num_stages=3,
+                )  # fmt: skip
+                launcher = compiled.run
+                if launcher.global_scratch_size == 0 and launcher.profile_scratch_size == 0:
+                    self.bound[i] = (launcher.launch, compiled.function, compiled.packed_metadata,
+                                     launcher.launch_cooperative_grid, launcher.launch_pdl)  # fmt: skip
+                continue
+            if stream == -1:
+                stream = current_stream(self.index)
+            launch, function, metadata, coop, pdl = bound
+            ptrs = {"a": a.data_ptr(), "b": b.data_ptr(), "out": out.data_ptr()}
+            if scratch:
+                ptrs.update({k: v.data_ptr() for k, v in scratch.items()})
+            launch(grid, 1, 1, stream, function, coop, pdl, None, None, metadata, None, None, None,
+                   *[ptrs[r] for r in step.roles], n_rows, *strides, *step.consts)  # fmt: skip
+
+
+class RowCall:
+    """The eager launch path of one :class:`RowOp` under one policy.
+
+    Everything a call's plan and compiled kernels depend on (width, dtypes, which of the
+    row-count thresholds the call falls under, the 16-byte alignment of pointers and rows,
+    the device) keys a :class:`_Prepared` launch, so that after the first call of a key only
+    pointers, strides and the grid are computed.  Calls the fast path does not cover (CPU
+    tensors under the interpreter, a tensor on a GPU other than the current one, more rows
+    than one launch holds, a launch hook installed by a profiler) take :func:`run_rows`."""
+
+    def __init__(self, op: RowOp, policy: RowPolicy) -> None:
+        self.op, self.policy = op, policy
+        self._prepared: dict[tuple[Any, ...], _Prepared] = {}
+        self._thresholds: dict[int, tuple[float, float, int]] = {}
+
+    def plan(
+        self, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, force: PlanKind | None
+    ) -> tuple[RowPlan, int, int]:
+        """(plan, vec, align) for a call: what the eager path would launch."""
+        tensors = (a, out) if b is None else (a, b, out)
+        vec, align = row_layout(tensors)
+        pad = vec - 1 if align == ALIGN_WINDOW else 0
+        n_rows, width = a.shape
+        return plan_rows(n_rows, width, a.element_size(), sm_count(a.device), self.policy, force, pad), vec, align
+
+    def prepare(
+        self, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, force: PlanKind | None = None
+    ) -> _Prepared | None:
+        """The prepared launch for a call, or ``None`` where the fast path does not apply."""
+        index = a.get_device()
+        if index < 0 or INTERPRETER or knobs.runtime.launch_enter_hook.calls or index != torch.cuda.current_device():
+            return None
+        n_rows, width = a.shape
+        th = self._thresholds.get(index)
+        if th is None:
+            sms = sm_count(a.device)
+            policy = self.policy
+            th = self._thresholds[index] = (policy.split_rows_per_sm * sms, policy.pack_min_rows_per_sm * sms, sms)
+        bb = a if b is None else b
+        key = (
+            width, a.dtype, bb.dtype, out.dtype, index, force, n_rows < th[0], n_rows >= th[1], n_rows <= 1,
+            a.data_ptr() & 15, bb.data_ptr() & 15, out.data_ptr() & 15,
+            a.stride(0) & 7, bb.stride(0) & 7, out.stride(0) & 7,
+        )  # fmt: skip
+        prepared = self._prepared.get(key)
+        if prepared is None:
+            plan, vec, align = self.plan(a, b, out, force)
+            acc64 = torch.float64 in (a.dtype, out.dtype)
+            steps = _steps(self.op, plan, width, vec, align, a.dtype, out.dtype)
+            prepared = self._prepared[key] = _Prepared(plan, steps, index, acc64)
+        return prepared
+
+    def __call__(
+        self, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, force: PlanKind | None = None
+    ) -> RowPlan | None:
+        n_rows, width = a.shape
+        if n_rows == 0 or width == 0:
+            return None
+        prepared = self.prepare(a, b, out, force)
+        if prepared is None or n_rows * prepared.plan.chunks > MAX_GRID_X * prepared.plan.rows_per_program:
+            plan, vec, align = self.plan(a, b, out, force)
+            run_rows(self.op, plan, a, b, out, align, vec)  # also batches rows past the grid's limit
+            return plan
+        prepared(a, a if b is None else b, out, n_rows)
+        return prepared.plan
 
 
 # =============================================================================== column sum

@@ -19,8 +19,8 @@ import triton.language as tl
 
 from kernels._launch import INTERPRETER
 from kernels._rowwise import (
-    ALIGN_WINDOW,
     FLOAT_DTYPES,
+    RowCall,
     RowOp,
     as_rows,
     inverse_or_zero,
@@ -28,9 +28,8 @@ from kernels._rowwise import (
     row_layout,
     run_rows,
     safe_shift,
-    sm_count,
 )
-from kernels.plans import PLAN_KINDS, SOFTMAX_BACKWARD_POLICY, SOFTMAX_POLICY, RowPlan, RowPolicy, plan_rows
+from kernels.plans import PLAN_KINDS, SOFTMAX_BACKWARD_POLICY, SOFTMAX_POLICY, RowPlan
 
 # =============================================================================== arithmetic
 # Tiles are [R, B]; statistics [R].  Forward: a = x, statistics (max, sum of exp(x - max)).
@@ -89,37 +88,18 @@ BACKWARD = RowOp("softmax_backward", _bwd_row, _bwd_accumulate, _bwd_combine, _b
 POLICY = SOFTMAX_POLICY  # thresholds and their evidence: kernels/plans.py
 BACKWARD_POLICY = SOFTMAX_BACKWARD_POLICY
 
-_PLANS: dict[tuple, RowPlan] = {}
+_FORWARD_CALL = RowCall(FORWARD, POLICY)
+_BACKWARD_CALL = RowCall(BACKWARD, BACKWARD_POLICY)
 
 
 def plan_for(
-    n_rows: int,
-    width: int,
-    elem_bytes: int,
-    device: torch.device,
-    vec: int,
-    align: int,
-    policy: RowPolicy,
-    force: str | None,
-) -> RowPlan:
-    """The plan for one call, cached by what it depends on (the row count only through the
-    two thresholds it is compared with)."""
-    sms = sm_count(device)
-    key = (
-        id(policy),
-        n_rows < policy.split_rows_per_sm * sms,
-        n_rows >= policy.pack_min_rows_per_sm * sms,
-        width,
-        elem_bytes,
-        vec if align == ALIGN_WINDOW else 0,
-        sms,
-        force,
-    )
-    plan = _PLANS.get(key)
-    if plan is None:
-        pad = vec - 1 if align == ALIGN_WINDOW else 0
-        plan = _PLANS[key] = plan_rows(n_rows, width, elem_bytes, sms, policy, force, pad)  # type: ignore[arg-type]
-    return plan
+    x2d: torch.Tensor, y2d: torch.Tensor, force: str | None = None, dy2d: torch.Tensor | None = None
+) -> tuple[RowPlan, int, int]:
+    """(plan, vec, align) the eager path launches for these ``[rows, width]`` tensors: the
+    forward's for ``softmax(x2d)`` into ``y2d``, or with ``dy2d`` the backward's."""
+    if dy2d is None:
+        return _FORWARD_CALL.plan(x2d, None, y2d, force)  # type: ignore[arg-type]
+    return _BACKWARD_CALL.plan(x2d, dy2d, y2d, force)  # type: ignore[arg-type]
 
 
 # =============================================================================== eager path
@@ -130,14 +110,11 @@ def forward_rows(x2d: torch.Tensor, y2d: torch.Tensor, plan: RowPlan | str | Non
     dimension; ``y2d``'s dtype may differ, as with ``dtype=``).  ``plan``: a plan kind to
     force, a whole :class:`RowPlan` (the studies time every plan through this), or ``None``.
     Returns the plan used (``None`` for an empty tensor)."""
-    n_rows, width = x2d.shape
-    if n_rows == 0 or width == 0:
-        return None
-    vec, align = row_layout((x2d, y2d))
-    if not isinstance(plan, RowPlan):
-        plan = plan_for(n_rows, width, x2d.element_size(), x2d.device, vec, align, POLICY, plan)
-    run_rows(FORWARD, plan, x2d, None, y2d, align, vec)
-    return plan
+    if isinstance(plan, RowPlan):
+        vec, align = row_layout((x2d, y2d))
+        run_rows(FORWARD, plan, x2d, None, y2d, align, vec)
+        return plan
+    return _FORWARD_CALL(x2d, None, y2d, plan)  # type: ignore[arg-type]
 
 
 def backward_rows(
@@ -145,24 +122,21 @@ def backward_rows(
 ) -> RowPlan | None:
     """Write the softmax input gradient ``y * (dy - sum(y * dy))`` into ``dx2d`` (all three
     ``[rows, width]`` with a contiguous last dimension)."""
-    n_rows, width = y2d.shape
-    if n_rows == 0 or width == 0:
-        return None
-    vec, align = row_layout((y2d, dy2d, dx2d))
-    if not isinstance(plan, RowPlan):
-        plan = plan_for(n_rows, width, y2d.element_size(), y2d.device, vec, align, BACKWARD_POLICY, plan)
-    run_rows(BACKWARD, plan, y2d, dy2d, dx2d, align, vec)
-    return plan
+    if isinstance(plan, RowPlan):
+        vec, align = row_layout((y2d, dy2d, dx2d))
+        run_rows(BACKWARD, plan, y2d, dy2d, dx2d, align, vec)
+        return plan
+    return _BACKWARD_CALL(y2d, dy2d, dx2d, plan)  # type: ignore[arg-type]
 
 
 def _forward(x: torch.Tensor, plan: str | None, out_dtype: torch.dtype) -> torch.Tensor:
     # x: last dimension contiguous, at least 1-D.  The output is new and contiguous.
-    y = torch.empty(x.shape, dtype=out_dtype, device=x.device)
+    y = torch.empty_like(x, dtype=out_dtype, memory_format=torch.contiguous_format)
     if x.dim() == 2:
-        forward_rows(x, y, plan)
+        _FORWARD_CALL(x, None, y, plan)  # type: ignore[arg-type]
     else:
         x2d = as_rows(x)
-        forward_rows(x2d, y.view(x2d.shape), plan)
+        _FORWARD_CALL(x2d, None, y.view(x2d.shape), plan)  # type: ignore[arg-type]
     return y
 
 
@@ -173,9 +147,12 @@ def _backward(y: torch.Tensor, dy: torch.Tensor, plan: str | None, x_dtype: torc
         dy = dy.to(y.dtype)
     if dy.shape[-1] > 1 and dy.stride(-1) != 1:
         dy = dy.contiguous()  # e.g. the expanded gradient of y.sum()
-    dx = torch.empty(y.shape, dtype=x_dtype, device=y.device)
-    y2d = y if y.dim() == 2 else as_rows(y)
-    backward_rows(y2d, dy if dy.dim() == 2 else as_rows(dy), dx.view(y2d.shape), plan)
+    dx = torch.empty_like(y, dtype=x_dtype, memory_format=torch.contiguous_format)
+    if y.dim() == 2:
+        _BACKWARD_CALL(y, dy, dx, plan)  # type: ignore[arg-type]
+    else:
+        y2d = as_rows(y)
+        _BACKWARD_CALL(y2d, as_rows(dy), dx.view(y2d.shape), plan)  # type: ignore[arg-type]
     return dx
 
 
@@ -238,14 +215,13 @@ _softmax_op.register_autograd(_op_backward, setup_context=_setup_context)
 _ACCEPTED = frozenset(FLOAT_DTYPES)
 
 
+_is_compiling = torch.compiler.is_compiling
+_functorch_active = torch._C._are_functorch_transforms_active
+
+
 def _plain(x: torch.Tensor) -> bool:
     """True when the eager launch path applies: a plain tensor, no tracer, no functorch."""
-    return (
-        type(x) is torch.Tensor
-        and not torch.compiler.is_compiling()
-        and not torch._C._are_functorch_transforms_active()
-        and x.device.type != "meta"
-    )
+    return type(x) is torch.Tensor and not x.is_meta and not _is_compiling() and not _functorch_active()
 
 
 def check_args(x: torch.Tensor, dim: int, dtype: torch.dtype | None, plan: str | None) -> torch.dtype:
@@ -262,8 +238,7 @@ def check_args(x: torch.Tensor, dim: int, dtype: torch.dtype | None, plan: str |
         raise TypeError(
             f"softmax: x has dtype {x.dtype}; expected float16, bfloat16, float32 or float64 (or pass dtype=)"
         )
-    device = x.device.type
-    if device != "cuda" and not (device == "cpu" and INTERPRETER) and device != "meta":
+    if not (x.is_cuda or x.is_meta or (INTERPRETER and x.is_cpu)):
         raise ValueError(
             f"softmax: x is on device '{x.device}'; expected a CUDA tensor "
             "(CPU tensors run only under TRITON_INTERPRET=1)"

@@ -15,8 +15,8 @@ from tolerances import assert_close
 
 import kernels
 from kernels import _rowwise
-from kernels._rowwise import LAUNCHERS, RowPlan, row_layout
-from kernels.softmax import BACKWARD_POLICY, POLICY, backward_rows, forward_rows, plan_for
+from kernels._rowwise import LAUNCHERS, RowPlan, run_rows
+from kernels.softmax import FORWARD, backward_rows, forward_rows, plan_for
 
 pytestmark = pytest.mark.gpu
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
@@ -118,7 +118,7 @@ def test_grid_beyond_65535_programs_per_row() -> None:
     width = 65535 * 4096 + 1000
     x = randn((1, width), torch.bfloat16)
     y = kernels.softmax(x)
-    plan = plan_for(1, width, 2, x.device, *row_layout((x, y)), POLICY, None)
+    plan = plan_for(x, y)[0]
     assert plan.kind == "split" and plan.chunks <= 1024 and plan.span > 1
     lse = torch.logsumexp(x.float(), dim=-1, keepdim=True)
     idx = torch.randint(0, width, (100_000,), device="cuda")
@@ -156,10 +156,11 @@ def test_cached_launch_matches_tritons_own_on_aligned_and_misaligned_views(offse
     y_slow = torch.empty_like(y_fast)
     for _ in range(2):  # the second call takes the cached path
         forward_rows(x, y_fast, plan)
+    planned, vec, align = plan_for(x, y_slow, plan)
     for launcher in LAUNCHERS:
         launcher.uncached = True
     try:
-        forward_rows(x, y_slow, plan)
+        run_rows(FORWARD, planned, x, None, y_slow, align, vec)
     finally:
         for launcher in LAUNCHERS:
             launcher.uncached = False
@@ -187,10 +188,14 @@ def test_any_dim_and_noncontiguous_inputs() -> None:
 
 
 def _compiled_count() -> int:
-    return sum(len(l.kernel._cache) for l in LAUNCHERS)
+    # Kernels Triton compiled for our launchers (the eager path's prepared launches compile
+    # through the same JIT caches).
+    return sum(len(c[0]) for launcher in LAUNCHERS for c in launcher.kernel.fn.device_caches.values())
 
 
-@pytest.mark.parametrize(("width", "plan"), [(4096, "block"), (127, "block"), (40000, "looped"), (40000, "split"), (50257, None)])
+@pytest.mark.parametrize(
+    ("width", "plan"), [(4096, "block"), (127, "block"), (40000, "looped"), (40000, "split"), (50257, None)]
+)
 def test_new_row_counts_never_recompile(width, plan) -> None:
     def step(rows: int) -> None:
         x = randn((rows, width), torch.bfloat16).requires_grad_()
@@ -233,14 +238,13 @@ def test_split_one_and_two_launches_agree_and_repeat(shape, one_launch) -> None:
     x = randn(shape, torch.bfloat16)
     x[0, : shape[1] // 2] = float("-inf")
     x[-1] = float("-inf")
-    vec, align = row_layout((x, x))
-    plan = dataclasses.replace(plan_for(*shape, 2, x.device, vec, align, POLICY, "split"), one_launch=one_launch)
+    plan = dataclasses.replace(plan_for(x, x, "split")[0], one_launch=one_launch)
     y = torch.full_like(x, float("nan"))
     forward_rows(x, y, plan)
     assert_close(y, ref_softmax(x), torch.bfloat16)
     dy = randn(shape, torch.bfloat16, 1.0, seed=3)
     dx = torch.full_like(x, float("nan"))
-    bplan = dataclasses.replace(plan_for(*shape, 2, x.device, vec, align, BACKWARD_POLICY, "split"), one_launch=one_launch)
+    bplan = dataclasses.replace(plan_for(y, dx, "split", dy2d=dy)[0], one_launch=one_launch)
     backward_rows(y, dy, dx, bplan)
     yd, dyd = y.double(), dy.double()
     assert_close(dx, yd * (dyd - (yd * dyd).sum(-1, keepdim=True)), torch.bfloat16, "dx")

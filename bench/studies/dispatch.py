@@ -23,6 +23,7 @@ with CUDA events around ``CALLS`` calls: what a user's loop sees, host and devic
 
 from __future__ import annotations
 
+import importlib
 import random
 import time
 from collections.abc import Callable
@@ -33,7 +34,8 @@ import torch
 import kernels
 from bench.harness import Options, describe_error
 from kernels import _rowwise
-from kernels.softmax import FORWARD, POLICY, _forward, _softmax_op, check_args, plan_for
+
+softmax_module = importlib.import_module("kernels.softmax")  # the package attribute is the function
 
 SHAPES = [(32, 127), (1024, 1024)]
 CALLS = 100
@@ -65,37 +67,46 @@ def events_loop_us(fn: Callable[[], object], calls: int = CALLS) -> float:
 
 def _ours_pieces(x: torch.Tensor, xg: torch.Tensor, dy: torch.Tensor) -> dict[str, tuple[str, Callable[[], object]]]:
     y = torch.empty_like(x)
-    vec, align = _rowwise.row_layout((x, y))
-    plan = plan_for(x.shape[0], x.shape[1], x.element_size(), x.device, vec, align, POLICY, None)
-    launcher = _rowwise._BLOCK_L if plan.kind == "block" else _rowwise._LOOPED_L
+    call = softmax_module._FORWARD_CALL
+    prepared = call.prepare(x, None, y)
+    assert prepared is not None, "the dispatch study needs the eager fast path (a CUDA tensor on the current GPU)"
+    n_rows = x.shape[0]
+    plan, vec, align = call.plan(x, None, y, None)
+    yg = softmax_module.softmax(xg).detach()
 
     def uncached() -> None:
-        launcher.uncached = True
+        for launcher in _rowwise.LAUNCHERS:
+            launcher.uncached = True
         try:
-            _rowwise.run_rows(FORWARD, plan, x, None, y, align, vec)
+            _rowwise.run_rows(softmax_module.FORWARD, plan, x, None, y, align, vec)
         finally:
-            launcher.uncached = False
+            for launcher in _rowwise.LAUNCHERS:
+                launcher.uncached = False
 
     def step() -> None:
         torch.autograd.grad(kernels.softmax(xg), xg, dy)
 
     def op_step() -> None:
-        torch.autograd.grad(_softmax_op(xg, None, None), xg, dy)
+        torch.autograd.grad(softmax_module._softmax_op(xg, None, None), xg, dy)
 
     return {
-        "ours/validate": ("validation (check_args)", lambda: check_args(x, -1, None, None)),
-        "ours/plan": (
-            "planning (row layout + cached plan)",
-            lambda: plan_for(x.shape[0], x.shape[1], 2, x.device, *_rowwise.row_layout((x, y)), POLICY, None),
+        "ours/validate": ("validation (check_args)", lambda: softmax_module.check_args(x, -1, None, None)),
+        "ours/plan": ("planning: the prepared-launch lookup (plan, layout, kernels)", lambda: call.prepare(x, None, y)),
+        "ours/allocate": (
+            "allocation (torch.empty_like)",
+            lambda: torch.empty_like(x, dtype=x.dtype, memory_format=torch.contiguous_format),
         ),
-        "ours/allocate": ("allocation (torch.empty)", lambda: torch.empty(x.shape, dtype=x.dtype, device=x.device)),
-        "ours/launch": ("launch, cached", lambda: _rowwise.run_rows(FORWARD, plan, x, None, y, align, vec)),
+        "ours/launch": ("launch: the prepared launch into a preallocated output", lambda: prepared(x, x, y, n_rows)),
         "ours/launch-triton": ("launch through Triton's kernel[grid]", uncached),
-        "ours/forward": ("forward without validation (_forward)", lambda: _forward(x, None, x.dtype)),
+        "ours/forward": ("forward without validation (_forward)", lambda: softmax_module._forward(x, None, x.dtype)),
         "ours/call": ("kernels.softmax(x)", lambda: kernels.softmax(x)),
         "ours/call-grad": ("kernels.softmax(x), x requires grad", lambda: kernels.softmax(xg)),
-        "ours/op": ("the registered op, torch.ops.labnotes.softmax", lambda: _softmax_op(x, None, None)),
-        "ours/op-grad": ("the registered op, x requires grad", lambda: _softmax_op(xg, None, None)),
+        "ours/backward": (
+            "backward without autograd (_backward)",
+            lambda: softmax_module._backward(yg, dy, None, x.dtype),
+        ),
+        "ours/op": ("the registered op, torch.ops.labnotes.softmax", lambda: softmax_module._softmax_op(x, None, None)),
+        "ours/op-grad": ("the registered op, x requires grad", lambda: softmax_module._softmax_op(xg, None, None)),
         "ours/step": ("training step: forward + autograd.grad", step),
         "ours/op-step": ("training step through the registered op", op_step),
     }

@@ -173,10 +173,7 @@ class RowGridStudy:
         if not torch.cuda.is_available():
             raise Refused("needs a GPU")
         x = torch.empty((case["rows"], case["cols"]), device="cuda", dtype=torch.bfloat16)
-        from kernels._rowwise import row_layout
-
-        vec, align = row_layout((x, x))
-        plan = plan_for(case["rows"], case["cols"], ELEM, x.device, vec, align, POLICY, None)
+        plan = plan_for(x, x)[0]
         return {**plan.describe(), "label": plan.label}
 
     def inputs(self, case: Params, device: torch.device, gen: torch.Generator) -> Tensors:
