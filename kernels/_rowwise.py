@@ -250,6 +250,15 @@ def _load_ab(
 
 
 @triton.jit
+def _out(v, ptr):
+    # The output element type; float64 statistics reach 16-bit outputs through float32 (a
+    # direct float64 -> bfloat16 cast is wrong in the Triton interpreter).
+    if v.dtype == tl.float64 and ptr.dtype.element_ty != tl.float64:
+        v = v.to(tl.float32)
+    return v.to(ptr.dtype.element_ty)
+
+
+@triton.jit
 def _chunk_offsets(i, BLOCK: tl.constexpr, WIDE: tl.constexpr):
     # Window offsets of block i; 64-bit only for rows that can pass 2^31 elements.
     if WIDE:
@@ -283,12 +292,12 @@ def row_block_kernel(
     load, inside, store = window_masks(k, lead, WIDTH, VEC, ALIGN)
     a, b = _load_ab(a_ptr, b_ptr, a_base, b_base, k, load & live, inside, A_CAST, A_FILL, HAS_B, ACC, "")
     out, m, s = ROW_FN(a, b)
-    tl.store(out_ptr + o_base + k, out.to(out_ptr.dtype.element_ty), mask=store & live)
+    tl.store(out_ptr + o_base + k, _out(out, out_ptr), mask=store & live)
     if ALIGN == 2 or (ALIGN == 1 and WIDTH % VEC != 0):
         ke, edge = edge_offsets(lead, WIDTH, VEC)
         ae, be = _load_ab(a_ptr, b_ptr, a_base, b_base, ke, edge & live, edge, A_CAST, A_FILL, HAS_B, ACC, "")
         oe = APPLY(ae, be, m, s)
-        tl.store(out_ptr + o_base + ke, oe.to(out_ptr.dtype.element_ty), mask=edge & live)
+        tl.store(out_ptr + o_base + ke, _out(oe, out_ptr), mask=edge & live)
 
 
 @triton.jit(do_not_specialize=_INTS)
@@ -323,11 +332,11 @@ def row_looped_kernel(
         k = _chunk_offsets(NCHUNK - 1 - i, BLOCK, WIDE)
         load, inside, store = window_masks(k, lead, WIDTH, VEC, ALIGN)
         a, b = _load_ab(a_ptr, b_ptr, a_base, b_base, k, load, inside, A_CAST, A_FILL, HAS_B, ACC, SECOND)
-        tl.store(out_ptr + o_base + k, APPLY(a, b, m, s).to(out_ptr.dtype.element_ty), mask=store)
+        tl.store(out_ptr + o_base + k, _out(APPLY(a, b, m, s), out_ptr), mask=store)
     if ALIGN == 2 or (ALIGN == 1 and WIDTH % VEC != 0):
         ke, edge = edge_offsets(lead, WIDTH, VEC)
         ae, be = _load_ab(a_ptr, b_ptr, a_base, b_base, ke, edge, edge, A_CAST, A_FILL, HAS_B, ACC, "")
-        tl.store(out_ptr + o_base + ke, APPLY(ae, be, m, s).to(out_ptr.dtype.element_ty), mask=edge)
+        tl.store(out_ptr + o_base + ke, _out(APPLY(ae, be, m, s), out_ptr), mask=edge)
 
 
 @triton.jit
@@ -407,12 +416,12 @@ def row_split_apply_kernel(
         k = _chunk_offsets(first + j, BLOCK, WIDE)
         load, inside, store = window_masks(k, lead, WIDTH, VEC, ALIGN)
         a, b = _load_ab(a_ptr, b_ptr, a_base, b_base, k, load, inside, A_CAST, A_FILL, HAS_B, ACC, "evict_first")
-        tl.store(out_ptr + o_base + k, APPLY(a, b, m, s).to(out_ptr.dtype.element_ty), mask=store)
+        tl.store(out_ptr + o_base + k, _out(APPLY(a, b, m, s), out_ptr), mask=store)
     if ALIGN == 2 or (ALIGN == 1 and WIDTH % VEC != 0):
         ke, edge = edge_offsets(lead, WIDTH, VEC)
         mine = (ke >= first * BLOCK) & (ke < (first + SPAN) * BLOCK)  # the ends inside this chunk
         ae, be = _load_ab(a_ptr, b_ptr, a_base, b_base, ke, edge & mine, edge, A_CAST, A_FILL, HAS_B, ACC, "")
-        tl.store(out_ptr + o_base + ke, APPLY(ae, be, m, s).to(out_ptr.dtype.element_ty), mask=edge & mine)
+        tl.store(out_ptr + o_base + ke, _out(APPLY(ae, be, m, s), out_ptr), mask=edge & mine)
 
 
 @triton.jit(do_not_specialize=_INTS)
@@ -441,12 +450,12 @@ def row_split_one_launch_kernel(
     tl.store(slot + 1 + tl.arange(0, 1), s)
     row_barrier(sync_ptr, row, CHUNKS)
     m, s = _merge_row_stats(stats_ptr, rows, CHUNKS, COMBINE, ACC, ".cg")
-    tl.store(out_ptr + o_base + k, APPLY(a, b, m, s).to(out_ptr.dtype.element_ty), mask=store)
+    tl.store(out_ptr + o_base + k, _out(APPLY(a, b, m, s), out_ptr), mask=store)
     if ALIGN == 2 or (ALIGN == 1 and WIDTH % VEC != 0):
         ke, edge = edge_offsets(lead, WIDTH, VEC)
         mine = (ke >= chunk * BLOCK) & (ke < (chunk + 1) * BLOCK)
         ae, be = _load_ab(a_ptr, b_ptr, a_base, b_base, ke, edge & mine, edge, A_CAST, A_FILL, HAS_B, ACC, "")
-        tl.store(out_ptr + o_base + ke, APPLY(ae, be, m, s).to(out_ptr.dtype.element_ty), mask=edge & mine)
+        tl.store(out_ptr + o_base + ke, _out(APPLY(ae, be, m, s), out_ptr), mask=edge & mine)
 
 
 # =============================================================================== launching

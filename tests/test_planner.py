@@ -1,20 +1,34 @@
-"""The row planner: which plan for which shape, and that forcing works."""
+"""The row planner (pure Python, kernels/plans.py): which plan for which shape, forcing,
+split geometry, and the column-reduction plan; the column sum it drives."""
 
 import pytest
 
-from kernels._rowwise import RowPolicy, plan_rows
+from kernels.plans import (
+    MAX_SPLIT_CHUNKS,
+    SOFTMAX_BACKWARD_POLICY,
+    SOFTMAX_POLICY,
+    RowPolicy,
+    plan_columns,
+    plan_rows,
+    split_geometry,
+)
 
 POLICY = RowPolicy()
 
 
-def test_rows_that_fit_use_one_block() -> None:
+def test_rows_that_fit_use_one_block_and_the_window_widens_it() -> None:
     plan = plan_rows(16384, 4096, 2, 132, POLICY)
     assert (plan.kind, plan.block, plan.chunks) == ("block", 4096, 1)
+    # A misaligned row needs up to 7 more elements of window: 4089 still fits in 4096, 4090 does not.
+    assert plan_rows(16384, 4089, 2, 132, POLICY, pad=7).block == 4096
+    assert plan_rows(16384, 4090, 2, 132, POLICY, pad=7).block == 8192
 
 
-def test_narrow_rows_are_packed_several_per_program() -> None:
-    plan = plan_rows(32, 127, 2, 132, POLICY)
-    assert plan.kind == "block" and plan.block == 128 and plan.rows_per_program > 1
+def test_narrow_rows_are_packed_only_when_there_are_many() -> None:
+    many = plan_rows(32 * 132, 127, 2, 132, POLICY)
+    few = plan_rows(32, 127, 2, 132, POLICY)
+    assert many.kind == few.kind == "block" and many.block == 128
+    assert many.rows_per_program > 1 and few.rows_per_program == 1
 
 
 def test_few_wide_rows_split_many_wide_rows_loop() -> None:
@@ -23,14 +37,22 @@ def test_few_wide_rows_split_many_wide_rows_loop() -> None:
     assert plan_rows(4096, 131072, 2, 132, POLICY).kind == "looped"
 
 
-def test_split_covers_the_row_with_chunks() -> None:
-    plan = plan_rows(4, 32769, 2, 132, POLICY, "split")
-    assert plan.chunks * plan.block >= 32769 > (plan.chunks - 1) * plan.block
+@pytest.mark.parametrize("width", [32769, 50257, 1048576, 65535 * 4096 + 1000, 2**31 + 16])
+def test_split_covers_the_row_with_at_most_1024_chunks(width) -> None:
+    plan = plan_rows(4, width, 2, 132, POLICY, "split", pad=7)
+    covered = plan.chunks * plan.span * plan.block
+    assert covered >= width + 7 > covered - plan.span * plan.block
+    assert plan.chunks <= MAX_SPLIT_CHUNKS
+
+
+def test_split_geometry_lengthens_chunks_rather_than_multiplying_them() -> None:
+    assert split_geometry(4096 * 10, 4096, 4096) == (10, 1)
+    chunks, span = split_geometry(4096 * 5000, 4096, 4096)
+    assert chunks <= MAX_SPLIT_CHUNKS and chunks * span * 4096 >= 4096 * 5000
 
 
 def test_choice_depends_on_width_not_on_row_count_within_a_plan() -> None:
-    # Same plan for every row count that keeps the same kind: nothing to recompile.
-    blocks = {plan_rows(n, 4096, 2, 132, POLICY) for n in (1, 7, 1000, 123457)}
+    blocks = {plan_rows(n, 4096, 2, 132, POLICY) for n in (1, 7, 1000)}
     assert len(blocks) == 1
 
 
@@ -44,9 +66,17 @@ def test_unknown_plan_is_refused() -> None:
         plan_rows(1, 10, 4, 132, POLICY, "tiled")  # type: ignore[arg-type]
 
 
-def test_softmax_backward_keeps_rows_up_to_64_kb_whole() -> None:
-    from kernels.softmax import BACKWARD_POLICY, POLICY
+def test_softmax_policies() -> None:
+    # Forward: rows up to 32 KB whole; the backward keeps rows up to 64 KB whole.
+    assert plan_rows(8192, 16384, 2, 132, SOFTMAX_POLICY).kind == "block"
+    assert plan_rows(8192, 32768, 2, 132, SOFTMAX_POLICY).kind == "looped"
+    assert plan_rows(8192, 32768, 2, 132, SOFTMAX_BACKWARD_POLICY).kind == "block"
+    assert plan_rows(8192, 32768, 4, 132, SOFTMAX_BACKWARD_POLICY).kind == "looped"
 
-    assert plan_rows(8192, 32768, 2, 132, POLICY).kind == "looped"
-    assert plan_rows(8192, 32768, 2, 132, BACKWARD_POLICY).kind == "block"
-    assert plan_rows(8192, 32768, 4, 132, BACKWARD_POLICY).kind == "looped"
+
+def test_column_plan_fills_the_gpu_and_covers_every_row() -> None:
+    plan = plan_columns(16384, 4096, 132)
+    assert plan.splits * plan.rows_per_split >= 16384 > (plan.splits - 1) * plan.rows_per_split
+    assert plan.splits * (4096 // plan.block_cols) >= 132
+    small = plan_columns(10, 300, 132)
+    assert small.splits == 1 and small.rows_per_split == 10

@@ -9,6 +9,7 @@ approximate exp the GPU uses."""
 import torch
 
 TOL = {
+    torch.float64: {"rel": 1e-12, "atol": 1e-13},
     torch.float32: {"rel": 1e-5, "atol": 1e-6},
     torch.float16: {"rel": 2e-3, "atol": 1e-3},
     torch.bfloat16: {"rel": 1e-2, "atol": 8e-3},
