@@ -85,3 +85,92 @@ def bars(
             }
         ]
     return Chart(chart_id, title, {"data": data, "layout": layout})
+
+
+def heatmap(
+    chart_id: str,
+    title: str,
+    x: list[str],
+    y: list[str],
+    cells: list[list[Num | None]],
+    *,
+    x_title: str,
+    y_title: str,
+    value: str = "",
+    categories: list[str] | None = None,
+    labels: list[list[str]] | None = None,
+    colorscale: str | list | None = None,
+    zmid: float | None = None,
+    log: bool = False,
+) -> Chart:
+    """A grid of cells (rows ``y`` by columns ``x``), coloured by each ``Num``'s value;
+    ``None`` leaves a hole.  With ``categories`` the values are indices into it and the
+    colour bar names them (e.g. the best plan of each cell); ``labels`` then gives each
+    cell's name for the hover.  ``log`` colours by log2 of the value (ratios around 1)."""
+    import math
+
+    def z_of(n: Num | None) -> float | None:
+        if n is None or n.value is None or not math.isfinite(n.value):
+            return None
+        if log:
+            return math.log2(n.value) if n.value > 0 else None
+        return n.value
+
+    z = [[z_of(n) for n in row] for row in cells]
+    text = []
+    for i, row in enumerate(cells):
+        line = []
+        for j, n in enumerate(row):
+            name = labels[i][j] if labels is not None else ""
+            shown = n.text() if n is not None and categories is None else ""
+            line.append(" ".join(p for p in (name, shown) if p) if n is not None else "not measured")
+        text.append(line)
+    runs = [[n.sources[0].run_id if n is not None and n.sources else "" for n in row] for row in cells]
+    trace: dict = {
+        "type": "heatmap",
+        "x": x,
+        "y": y,
+        "z": z,
+        "text": text,
+        "customdata": runs,
+        "hoverongaps": False,
+        "xgap": 1,
+        "ygap": 1,
+        "hovertemplate": y_title
+        + " %{y}, "
+        + x_title
+        + " %{x}<br>"
+        + (value + ": " if value else "")
+        + "%{text}<br>run %{customdata}<extra></extra>",
+    }
+    if categories is not None:
+        k = max(len(categories), 1)
+        scale = []
+        for i in range(k):
+            colour = PALETTE[i % len(PALETTE)]
+            scale += [[i / k, colour], [(i + 1) / k, colour]]
+        trace |= {
+            "colorscale": scale,
+            "zmin": -0.5,
+            "zmax": k - 0.5,
+            "colorbar": {"tickvals": list(range(k)), "ticktext": categories, "title": {"text": value}},
+        }
+    else:
+        trace["colorscale"] = colorscale or "Viridis"
+        if zmid is not None:
+            trace["zmid"] = math.log2(zmid) if log and zmid > 0 else zmid
+        bar: dict = {"title": {"text": value}}
+        if log:
+            finite = [v for row in z for v in row if v is not None]
+            lo, hi = (math.floor(min(finite)), math.ceil(max(finite))) if finite else (-1, 1)
+            ticks = list(range(lo, hi + 1)) or [0]
+            bar |= {"tickvals": ticks, "ticktext": [f"{2.0**t:g}×" for t in ticks]}
+        trace["colorbar"] = bar
+    layout = {
+        "title": {"text": title, "font": {"size": 14}},
+        "xaxis": {"type": "category", "title": {"text": x_title}},
+        "yaxis": {"type": "category", "title": {"text": y_title}},
+        "margin": {"t": 40, "r": 10, "b": 60, "l": 70},
+        "height": max(380, 26 * len(y) + 140),
+    }
+    return Chart(chart_id, title, {"data": [trace], "layout": layout})

@@ -108,3 +108,12 @@ def render(num: Num) -> str:
         f'data-run="{html.escape(first.run_id, quote=True)}" '
         f'title="{html.escape(num.title(), quote=True)}">{text}</a>'
     )
+
+
+def combine(value: float, kind: str, parts: tuple[Num, ...], note: str) -> Num:
+    """A number derived from other numbers (a ratio of a difference to a time, say): it
+    carries every source of every part, so it traces back to all the samples it used."""
+    sources: list[Source] = []
+    for p in parts:
+        sources += [s for s in p.sources if s not in sources]
+    return Num(value, kind, tuple(sources), note=note)

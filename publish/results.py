@@ -17,6 +17,15 @@ from publish.numbers import Num, Source
 from publish.runs import Run
 from publish.stats import Ratio, Summary, ratio, summarize
 
+# The two measurements a variant may carry: device time (CUDA-graph replay, or CUDA events
+# where a graph could not be captured) and, in schema 2, the eager call a user makes.
+DEVICE = "samples_us"
+EAGER = "eager_us"
+MEASURES = {
+    DEVICE: "device time, graph replay",
+    EAGER: "eager call, host included",
+}
+
 
 @dataclass(frozen=True)
 class Measurement:
@@ -25,10 +34,31 @@ class Measurement:
     variant: str
     raw: dict[str, Any]
     bytes: int
+    l2: str = ""
+    samples_key: str = DEVICE  # DEVICE or EAGER: which of the variant's samples this is
 
     @cached_property
     def summary(self) -> Summary | None:
-        return summarize(self.raw["samples_us"]) if self.raw["samples_us"] else None
+        samples = self.raw.get(self.samples_key) or []
+        return summarize(samples) if samples else None
+
+    def eager(self) -> Measurement:
+        """The same variant's eager-call samples (none in schema-1 runs)."""
+        return dataclasses.replace(self, samples_key=EAGER)
+
+    @property
+    def measure(self) -> str:
+        """What the samples measure, in words."""
+        timer = self.raw.get("timer")
+        if self.samples_key == EAGER:
+            return MEASURES[EAGER]
+        if timer == "host-loop":
+            return "host time per call, host-loop"
+        if timer == "eager-events":
+            return "a Python loop of calls between CUDA events, host and device together"
+        if timer == "cuda-events":
+            return "device time, CUDA events (no graph)"
+        return MEASURES[DEVICE]
 
     @property
     def error(self) -> str | None:
@@ -50,11 +80,15 @@ class Measurement:
     def source(self, statistic: str) -> Source:
         s = self.summary
         n = s.n if s else 0
-        l2 = self.case_id.rsplit("/", 1)[-1]  # case ids end with the L2 mode
-        parts = [f"L2 {l2}", f"timer {self.raw.get('timer')}, {self.raw.get('calls_per_sample')} calls per sample"]
+        l2 = self.l2 or self.case_id.rsplit("/", 1)[-1]  # softmax case ids end with the L2 mode
+        if self.samples_key == EAGER:
+            timer = f"timer eager-events, {self.raw.get('eager_calls_per_sample')} calls per sample"
+        else:
+            timer = f"timer {self.raw.get('timer')}, {self.raw.get('calls_per_sample')} calls per sample"
+        parts = [self.measure, f"L2 {l2}", timer]
         if s is not None:
             parts.insert(
-                0,
+                1,
                 f"IQR {s.q1:.4g}-{s.q3:.4g} µs (spread {100 * s.spread:.1f}%), "
                 f"95% CI of the median {s.lo:.4g}-{s.hi:.4g} µs",
             )
@@ -93,10 +127,57 @@ class CaseResult:
     bytes: int
     variants: dict[str, Measurement]
     repeats: tuple[CaseResult, ...] = ()  # every measurement of this case, this one included, oldest first
+    rotation: dict[str, Any] | None = None  # schema 2, cold L2: {sets, bytes} the graph rotated through
 
     def get(self, variant: str) -> Measurement | None:
         m = self.variants.get(variant)
         return m if m is not None and m.ok else None
+
+    def _eager_alone(self) -> CaseResult:
+        variants = {n: m.eager() for n, m in self.variants.items()}
+        return dataclasses.replace(self, variants=variants, repeats=())
+
+    def eager(self) -> CaseResult:
+        """The same case seen through its eager-call samples, so that every comparison of
+        eager calls goes through the same :meth:`speedup` as device times do."""
+        view = self._eager_alone()
+        return dataclasses.replace(view, repeats=tuple(c._eager_alone() for c in self.repeats))
+
+    @property
+    def eager_measured(self) -> bool:
+        """Whether the run that measured this case took eager samples at all."""
+        return bool(self.run.doc["method"].get("eager_samples"))
+
+    @property
+    def within_l2(self) -> bool:
+        """A cold case whose rotating input sets together could not exceed the L2 (a problem
+        so small that even the most sets the timer allows stay under it)."""
+        if self.params.get("l2") != "cold" or not self.rotation:
+            return False
+        return float(self.rotation["bytes"]) <= float(self.run.env["gpu"]["l2_bytes"])
+
+    def time_ratio(self, num: str, den: str) -> Num | None:
+        """``num``'s median over ``den``'s: a ratio of two times from this case, with both
+        sources.  A threshold (e.g. "at most 1.10x") is checked on it; it is not a verdict."""
+        a, b = self.get(num), self.get(den)
+        if a is None or b is None:
+            return None
+        r = ratio(a.summary, b.summary)  # type: ignore[arg-type]
+        note = (
+            f"{num} {a.summary.median:.4g} µs / {den} {b.summary.median:.4g} µs; "  # type: ignore[union-attr]
+            f"95% interval {r.lo:.3f}-{r.hi:.3f}×"
+        )
+        return Num(r.value, "x", (a.source("median"), b.source("median")), note=note)
+
+    def difference(self, minuend: str, subtrahend: str) -> Num | None:
+        """``minuend``'s median minus ``subtrahend``'s, in µs, with both sources (e.g. the
+        cost autograd adds: a call with grad minus the same call without)."""
+        a, b = self.get(minuend), self.get(subtrahend)
+        if a is None or b is None:
+            return None
+        sa, sb = a.summary, b.summary
+        note = f"median of {minuend} {sa.median:.4g} µs minus median of {subtrahend} {sb.median:.4g} µs"  # type: ignore[union-attr]
+        return Num(sa.median - sb.median, "us", (a.source("median"), b.source("median")), note=note)  # type: ignore[union-attr]
 
     def speedup(self, ours: str, peer: str) -> Num | None:
         """How many times faster ``ours`` ran than ``peer``: peer median / our median.
@@ -157,15 +238,26 @@ class StudyResults:
         history: dict[str, list[CaseResult]] = {}
         for run in self.runs:  # oldest first: the newest measurement of a case is the one shown
             for entry in run.doc["cases"]:
+                l2 = str(entry["case"].get("l2", ""))
                 variants = {
-                    name: Measurement(run, entry["id"], name, raw, int(entry["bytes"]))
+                    name: Measurement(run, entry["id"], name, raw, int(entry["bytes"]), l2)
                     for name, raw in entry["variants"].items()
                 }
-                case = CaseResult(run, entry["id"], entry["case"], int(entry["bytes"]), variants)
+                case = CaseResult(
+                    run, entry["id"], entry["case"], int(entry["bytes"]), variants, rotation=entry.get("rotation")
+                )
                 history.setdefault(entry["id"], []).append(case)
-        self.cases: dict[str, CaseResult] = {
-            case_id: dataclasses.replace(found[-1], repeats=tuple(found)) for case_id, found in history.items()
-        }
+        # Every measurement of a case, each carrying the whole history as its repeats (so a
+        # comparison inside any one run still weighs the run-to-run spread).
+        self.history: dict[str, tuple[CaseResult, ...]] = {}
+        for case_id, found in history.items():
+            full = tuple(found)
+            self.history[case_id] = tuple(dataclasses.replace(c, repeats=full) for c in found)
+        self.cases: dict[str, CaseResult] = {case_id: found[-1] for case_id, found in self.history.items()}
+
+    def run_cases(self, run_id: str) -> list[CaseResult]:
+        """The cases one run measured, in the run's order, each with its full history."""
+        return [c for found in self.history.values() for c in found if c.run.run_id == run_id]
 
     def find(self, **params: Any) -> CaseResult | None:
         found = self.where(**params)

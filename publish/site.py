@@ -44,6 +44,7 @@ class BuildReport:
     seconds: float
     contradicted: list[tuple[str, Claim]] = field(default_factory=list)
     missed: list[tuple[str, Claim]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what pages report (e.g. the fitted row policy)
 
     def lines(self) -> list[str]:
         out = [
@@ -51,6 +52,7 @@ class BuildReport:
             f"({self.withdrawn} withdrawn) into {self.out} in {self.seconds:.1f} s"
         ]
         out += [f"  {p}" for p in self.pages]
+        out += self.notes
         for page, c in self.missed:
             out.append(f"target missed on {page}: {c.id}: {_plain(c.text)}")
         for page, c in self.contradicted:
@@ -59,9 +61,10 @@ class BuildReport:
 
 
 def _plain(markup: str) -> str:
+    import html
     import re
 
-    return re.sub(r"<[^>]+>", "", str(markup)).replace("&amp;", "&")
+    return html.unescape(re.sub(r"<[^>]+>", "", str(markup)))
 
 
 def environment(templates: Path) -> jinja2.Environment:
@@ -260,4 +263,5 @@ def build(root: Path, out: Path | None = None, *, strict: bool = False, site_url
         time.monotonic() - t0,
         contradicted,
         missed,
+        [line for p in pages() if p.report is not None for line in p.report(data)],
     )

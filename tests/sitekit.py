@@ -19,12 +19,13 @@ def scratch_root(tmp: Path) -> Path:
     return root
 
 
-def run_files(root: Path) -> list[Path]:
-    return sorted((root / "data" / "runs").glob("*/*.json"))
+def run_files(root: Path, study: str = "*") -> list[Path]:
+    return sorted((root / "data" / "runs").glob(f"{study}/*.json"))
 
 
-def newest(root: Path) -> Path:
-    return max(run_files(root), key=lambda p: json.loads(p.read_text())["started_at"])
+def newest(root: Path, study: str = "softmax") -> Path:
+    """The newest stored run of ``study`` (the softmax study unless told)."""
+    return max(run_files(root, study), key=lambda p: json.loads(p.read_text())["started_at"])
 
 
 def edit(path: Path, change) -> None:  # type: ignore[no-untyped-def]

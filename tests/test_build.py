@@ -11,13 +11,15 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+import yaml
 from sitekit import ROOT, edit, newest, run_files, scratch_root
 
+from publish.pages import pages
 from publish.runs import load_runs
 from publish.schema import RunFileError
 from publish.site import BuildError, build
 
-PAGES = ["index.md", "softmax.md", "stability.md", "compare.md", "review.md", "methodology.md", "sources.md"]
+PAGES = [p.output for p in pages()] + ["review.md"]  # the registry, and the review page built from it
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +66,7 @@ def test_every_page_and_raw_run_is_built(built) -> None:
 def test_every_number_links_to_a_run_entry_on_the_sources_page(built) -> None:
     sources = parse(built / "sources.html").ids
     run_ids = {r.run_id for r in load_runs(ROOT / "data")}
-    for page in ("index.html", "softmax.html", "stability.html", "compare.html", "methodology.html"):
+    for page in ("index.html", "softmax.html", "dispatch.html", "stability.html", "compare.html", "methodology.html"):
         nums = parse(built / page).nums
         assert nums, f"{page} shows no linked numbers"
         for a in nums:
@@ -87,7 +89,8 @@ def test_softmax_page_states_targets_losses_and_decision(built) -> None:
         "softmax-fwdbwd-bf16",
         "softmax-plans",
         "softmax-losses",
-        "claim-target-liger",
+        "claim-target-liger-16384x4096",
+        "claim-target-eager-liger",
         "softmax-fwd-bw-cold",
     ):
         assert f'id="{anchor}"' in text, anchor
@@ -161,7 +164,8 @@ def test_duplicate_case_and_inconsistent_error(scratch) -> None:
     assert "duplicate case id" in _fails(root, out, f, "cases[").problem
     edit(f, lambda d: d["cases"].pop())
     edit(f, lambda d: d["cases"][0]["variants"]["triton"].update(error="boom"))
-    assert "although the variant records an error" in _fails(root, out, f, "samples_us").problem
+    # (a schema-2 file names its eager samples first: both lists must be empty beside an error)
+    assert "although the variant records an error" in _fails(root, out, f, "variants.triton.").problem
 
 
 def test_stray_file_in_runs(scratch) -> None:
@@ -180,7 +184,7 @@ def test_run_file_strings_are_escaped(scratch) -> None:
         lambda d: (
             d["env"]["gpu"].update(name=evil),
             d.update(note=evil),
-            d["cases"][0]["variants"]["liger"].update(error=evil, samples_us=[]),
+            d["cases"][0]["variants"]["liger"].update(error=evil, samples_us=[], eager_us=[]),
         ),
     )
     build(root, out)
@@ -269,19 +273,20 @@ def test_withdrawn_run_leaves_the_pages_and_enters_the_record(scratch) -> None:
 @pytest.mark.parametrize(
     ("entry", "field"),
     [
-        ("- run_id: no-such-run\n  date: 2026-11-30\n  reason: x\n", "[3].run_id"),
-        ("- run_id: {victim}\n  date: soon\n  reason: x\n", "[3].date"),
-        ("- run_id: {victim}\n  date: 2026-11-30\n", "[3].reason"),
+        ("- run_id: no-such-run\n  date: 2026-11-30\n  reason: x\n", "[{n}].run_id"),
+        ("- run_id: {victim}\n  date: soon\n  reason: x\n", "[{n}].date"),
+        ("- run_id: {victim}\n  date: 2026-11-30\n", "[{n}].reason"),
     ],
 )
 def test_malformed_withdrawal_names_the_entry(scratch, entry, field) -> None:
     root, out = scratch
     victim = json.loads(newest(root).read_text())["run_id"]
+    n = len(yaml.safe_load((root / "data" / "withdrawn.yaml").read_text()) or [])  # the new entry's index
     with open(root / "data" / "withdrawn.yaml", "a") as f:
         f.write(entry.format(victim=victim))
     with pytest.raises(RunFileError) as info:
         build(root, out)
-    assert info.value.source == "data/withdrawn.yaml" and info.value.field == field
+    assert info.value.source == "data/withdrawn.yaml" and info.value.field == field.format(n=n)
     assert (out / "marker").read_text() == "previous build"
 
 

@@ -12,7 +12,8 @@ from publish.results import StudyResults
 from publish.review import Withdrawal
 from publish.runs import Run
 
-STUDIES = ("softmax",)
+# The studies with a page of their own, in nav order (each loads as a StudyResults).
+STUDIES = ("softmax", "rowgrid", "dispatch")
 
 
 @dataclass
@@ -46,16 +47,19 @@ class Page:
     template: str
     context: Callable[[SiteData], dict[str, Any]]
     claims: bool = False  # evaluated again on earlier sets of runs for the review record
+    report: Callable[[SiteData], list[str]] | None = None  # extra lines for the build's report
 
 
 def pages() -> list[Page]:
     """The content pages, in the order of mkdocs.yml's nav (the review page is built last,
     from what these report)."""
-    from publish.pages import compare, home, methodology, softmax, sources, stability
+    from publish.pages import compare, dispatch, home, methodology, rowgrid, softmax, sources, stability
 
     return [
         Page("index.md", "index.md.j2", home.context),
         Page("softmax.md", "softmax.md.j2", lambda data: softmax.context(data.studies["softmax"]), claims=True),
+        Page("rowgrid.md", "rowgrid.md.j2", rowgrid.context, claims=True, report=rowgrid.report),
+        Page("dispatch.md", "dispatch.md.j2", dispatch.context, claims=True),
         Page("stability.md", "stability.md.j2", stability.context),
         Page("compare.md", "compare.md.j2", compare.context),
         Page("methodology.md", "methodology.md.j2", methodology.context),

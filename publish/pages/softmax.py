@@ -4,6 +4,7 @@ computed from the current results.  The prose around them lives in
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -12,11 +13,17 @@ from markupsafe import Markup
 from publish.charts import Chart, bars
 from publish.claims import Claim, sentence
 from publish.numbers import Num, definition
-from publish.results import CaseResult, StudyResults
+from publish.results import EAGER, CaseResult, StudyResults
 from publish.tables import Column, Table, Text
 
 OURS = "triton"
-PEERS = {"torch": "torch.softmax", "eager": "eager composition", "compile": "torch.compile", "liger": "Liger-Kernel"}
+PEERS = {
+    "torch": "torch.softmax",
+    "eager": "eager composition",
+    "compile": "torch.compile",
+    "liger": "Liger-Kernel",
+    "quack": "QuACK",
+}
 PLANS = {
     "triton": "planner's choice",
     "triton-looped": "looped",
@@ -26,10 +33,21 @@ PLANS = {
 LABELS = {**PLANS, "triton": "Triton (ours)", **PEERS}
 DIRECTIONS = {"fwd": "Forward", "fwd+bwd": "Forward + backward"}
 DTYPES = ("bf16", "fp16", "fp32")
-# Set, not measured: the targets of the study catalogue and the loss table's "close" margin.
-COPY_TARGET = definition(90, "pct", "target from the study catalogue: fraction of the copy bandwidth")
-COMPILE_TARGET = definition(3, "x_set", "target from the study catalogue: speedup over torch.compile")
+# The two measurements, named the same way everywhere on the page.
+DEVICE_TIME = "device time, graph replay"
+EAGER_CALL = "eager call, host included"
+# Set, not measured: the targets (issue 6's performance list; the study catalogue's copy
+# target) and the loss table's "close" margin.
+COPY_TARGET = definition(90, "pct", "target: fraction of the copy bandwidth measured in the same run")
+VOCAB_COPY_TARGET = definition(85, "pct", "target: fraction of the copy bandwidth measured in the same run")
+WIDE_COLD_TARGET = definition(70, "pct", "target: fraction of the copy bandwidth, cold L2")
+QUACK_TARGET = definition(1.10, "x", "target: our time at most this multiple of QuACK's")
+EAGER_TORCH_TARGET = definition(2, "x_set", "target: our eager call at most this multiple of torch.softmax's")
 CLOSE = definition(3, "pct", "a loss this small is reported as 'near the same bound'")
+WHY_QUACK = (
+    "QuACK keeps a whole row on chip across a cluster of thread blocks and reads it from memory once; our looped "
+    "and split plans read a row this wide twice (the second time hoping to find it in L2)."
+)
 
 
 def _slug(direction: str) -> str:
@@ -50,13 +68,41 @@ def _shapes(results: StudyResults, direction: str, dtype: str) -> list[tuple[int
 
 def _refusal(c: CaseResult, variant: str) -> Text:
     """Why a variant has no time here: it declined the case, failed the float64 check, or
-    raised (a library's own limit, such as Liger's widest block, arrives as an exception)."""
+    raised (a library's own limit, such as Liger's widest block, arrives as an exception);
+    or, for eager calls, the run took no eager samples."""
     m = c.variants.get(variant)
     if m is None:
         return Text("—", "not run for this case")
-    error = m.error or ""
+    if m.error is None:
+        if m.samples_key == EAGER:
+            return Text("not measured", "this run took no eager samples", "refused")
+        return Text("not measured", "no samples", "refused")
+    error = m.error
     label = "refused" if error.startswith("refused") else "failed check" if error.startswith("check") else "error"
     return Text(label, error, "refused")
+
+
+def _l2(c: CaseResult) -> Text | str:
+    """The L2 mode; a cold case whose rotating inputs could not exceed the L2 says so."""
+    if c.within_l2:
+        return Text(
+            "cold, fits in L2",
+            "the rotating input sets together hold less than the L2: inputs can stay in L2 between calls",
+        )
+    return c.params["l2"]
+
+
+def _bare(n: Num) -> Num:
+    return Num(n.value, "us_bare", n.sources, n.note, n.css)
+
+
+def _eager_time(c: CaseResult, variant: str) -> Num | Text:
+    m = c.eager().get(variant)
+    return _bare(m.time()) if m is not None else _refusal(c.eager(), variant)
+
+
+def _has_eager(cases: list[CaseResult]) -> bool:
+    return any(c.eager().get(OURS) is not None for c in cases)
 
 
 def speed_table(results: StudyResults, direction: str, dtype: str) -> Table | None:
@@ -65,14 +111,19 @@ def speed_table(results: StudyResults, direction: str, dtype: str) -> Table | No
         return None
     cols = [
         Column("shape", "Shape", "rows × width", numeric=False),
-        Column("l2", "L2", "cold: flushed before each sample; warm: same buffers", numeric=False),
-        Column("ours", "Ours", "median time of our kernel"),
-        Column("gbps", "GB/s", "bytes counted from the problem / median time"),
+        Column("l2", "L2", "cold: inputs come from DRAM; warm: the same buffers every call", numeric=False),
+        Column("ours", "Ours (µs)", f"median time of our kernel: {DEVICE_TIME}"),
+        Column("ours_eager", "Ours, eager call (µs)", f"median of our {EAGER_CALL}: a different measurement"),
+        Column("gbps", "GB/s", "bytes counted from the problem / median device time"),
         Column("pct", "% copy", "of the device-copy bandwidth measured in the same run"),
-    ] + [Column(p, f"vs {label}", f"{label} time / our time: above 1.00× we are faster") for p, label in PEERS.items()]
+    ] + [
+        Column(p, f"vs {label}", f"{label} time / our time, {DEVICE_TIME}: above 1.00× we are faster")
+        for p, label in PEERS.items()
+    ]
     table = Table(
         f"softmax-{_slug(direction)}-{dtype}",
-        f"{DIRECTIONS[direction]}, {dtype}: our time and speedup over each peer",
+        f"{DIRECTIONS[direction]}, {dtype}: our time and speedup over each peer ({DEVICE_TIME}; "
+        f"our {EAGER_CALL} beside it)",
         cols,
     )
     for rows, width in shapes:
@@ -81,28 +132,36 @@ def speed_table(results: StudyResults, direction: str, dtype: str) -> Table | No
             if c is None:
                 continue
             ours = c.get(OURS)
-            row: dict[str, Any] = {"shape": c.shape, "l2": l2}
+            row: dict[str, Any] = {"shape": c.shape, "l2": _l2(c)}
             if ours is None:
                 row["ours"] = _refusal(c, OURS)
             else:
-                row |= {"ours": ours.time(), "gbps": ours.gbps(), "pct": ours.pct_copy()}
+                row |= {"ours": _bare(ours.time()), "gbps": ours.gbps(), "pct": ours.pct_copy()}
+            row["ours_eager"] = _eager_time(c, OURS)
             for peer in PEERS:
                 row[peer] = c.speedup(OURS, peer) or _refusal(c, peer)
             table.rows.append(row)
     return table
 
 
-def time_table(results: StudyResults, direction: str, dtype: str) -> Table | None:
+def eager_table(results: StudyResults, direction: str, dtype: str) -> Table | None:
+    """The same cases through the eager call: our time and the speedup over each peer's
+    eager call, decided by the same verdict rule."""
     cases = results.where(direction=direction, dtype=dtype)
-    if not cases:
+    if not _has_eager(cases):
         return None
-    present = [v for v in LABELS if any(v in c.variants for c in cases)]
-    cols = [Column("shape", "Shape", numeric=False), Column("l2", "L2", numeric=False)] + [
-        Column(v, LABELS[v], "median µs") for v in present
+    cols = [
+        Column("shape", "Shape", "rows × width", numeric=False),
+        Column("l2", "L2", numeric=False),
+        Column("ours", "Ours, eager call (µs)", f"median of our {EAGER_CALL}"),
+        Column("device", "Ours, device (µs)", f"median of our {DEVICE_TIME}, for reference"),
+    ] + [
+        Column(p, f"vs {label}", f"{label}'s eager call / ours ({EAGER_CALL}): above 1.00× ours is faster")
+        for p, label in PEERS.items()
     ]
     table = Table(
-        f"softmax-{_slug(direction)}-{dtype}-times",
-        f"{DIRECTIONS[direction]}, {dtype}: median time of every variant (µs)",
+        f"softmax-{_slug(direction)}-{dtype}-eager",
+        f"{DIRECTIONS[direction]}, {dtype}: the {EAGER_CALL}, ours and the speedup over each peer's",
         cols,
     )
     for rows, width in _shapes(results, direction, dtype):
@@ -110,10 +169,44 @@ def time_table(results: StudyResults, direction: str, dtype: str) -> Table | Non
             c = results.find(direction=direction, dtype=dtype, rows=rows, cols=width, l2=l2)
             if c is None:
                 continue
-            row: dict[str, Any] = {"shape": c.shape, "l2": l2}
+            e = c.eager()
+            ours = c.get(OURS)
+            row: dict[str, Any] = {
+                "shape": c.shape,
+                "l2": _l2(c),
+                "ours": _eager_time(c, OURS),
+                "device": _bare(ours.time()) if ours is not None else _refusal(c, OURS),
+            }
+            for peer in PEERS:
+                row[peer] = e.speedup(OURS, peer) or _refusal(e, peer)
+            table.rows.append(row)
+    return table
+
+
+def time_table(results: StudyResults, direction: str, dtype: str, *, eager: bool = False) -> Table | None:
+    cases = results.where(direction=direction, dtype=dtype)
+    if not cases or (eager and not _has_eager(cases)):
+        return None
+    present = [v for v in LABELS if any(v in c.variants for c in cases)]
+    measure = EAGER_CALL if eager else DEVICE_TIME
+    cols = [Column("shape", "Shape", numeric=False), Column("l2", "L2", numeric=False)] + [
+        Column(v, LABELS[v], f"median µs, {measure}") for v in present
+    ]
+    table = Table(
+        f"softmax-{_slug(direction)}-{dtype}-{'eager-times' if eager else 'times'}",
+        f"{DIRECTIONS[direction]}, {dtype}: median time of every variant (µs), {measure}",
+        cols,
+    )
+    for rows, width in _shapes(results, direction, dtype):
+        for l2 in ("cold", "warm"):
+            c = results.find(direction=direction, dtype=dtype, rows=rows, cols=width, l2=l2)
+            if c is None:
+                continue
+            view = c.eager() if eager else c
+            row: dict[str, Any] = {"shape": c.shape, "l2": _l2(c)}
             for v in present:
-                m = c.get(v)
-                row[v] = Num(m.time().value, "us_bare", m.time().sources) if m else _refusal(c, v)
+                m = view.get(v)
+                row[v] = _bare(m.time()) if m else _refusal(view, v)
             table.rows.append(row)
     return table
 
@@ -121,18 +214,24 @@ def time_table(results: StudyResults, direction: str, dtype: str) -> Table | Non
 def plans_table(results: StudyResults) -> Table:
     cols = (
         [Column("case", "Case", numeric=False), Column("l2", "L2", numeric=False)]
-        + [Column(v, label, "median µs") for v, label in PLANS.items()]
-        + [Column("chosen", "Planner chose", numeric=False)]
+        + [Column(v, label, f"median µs, {DEVICE_TIME}") for v, label in PLANS.items()]
+        + [
+            Column("eager", "Planner's choice, eager call", f"median µs, {EAGER_CALL}"),
+            Column("chosen", "Planner chose", numeric=False),
+        ]
     )
-    table = Table("softmax-plans", "Wide rows: every plan timed in the same run (bf16)", cols)
+    table = Table(
+        "softmax-plans", f"Wide rows: every plan timed in the same run (bf16, {DEVICE_TIME}; eager call beside)", cols
+    )
     for direction in DIRECTIONS:
         for c in results.where(direction=direction, dtype="bf16"):
             if "triton-looped" not in c.variants:
                 continue
-            row: dict[str, Any] = {"case": f"{DIRECTIONS[direction]} {c.shape}", "l2": c.params["l2"]}
+            row: dict[str, Any] = {"case": f"{DIRECTIONS[direction]} {c.shape}", "l2": _l2(c)}
             for v in PLANS:
                 m = c.get(v)
-                row[v] = Num(m.time().value, "us_bare", m.time().sources) if m else _refusal(c, v)
+                row[v] = _bare(m.time()) if m else _refusal(c, v)
+            row["eager"] = _eager_time(c, OURS)
             chosen = c.get(OURS)
             row["chosen"] = Text(chosen.meta.get("plan", "?") if chosen else "—")
             table.rows.append(row)
@@ -169,34 +268,52 @@ def _reasons() -> dict[str, tuple[str, Markup]]:
                 "hypothesis, not yet tested: next, pack rows only when there are many of them."
             ),
         ),
+        "one-read": ("one read per row", sentence(WHY_QUACK)),
+        "host": (
+            "host cost",
+            sentence(
+                "An eager-call loss: the call's host work (validation, planning, allocation, launch, op dispatch, "
+                "autograd) outlasts the kernel. The dispatch page breaks it down."
+            ),
+        ),
         "unexplained": ("not yet explained", sentence("We have no explanation yet; it is on the list.")),
     }
 
 
-def _why(c: CaseResult, peer: str, resolved: bool, close: bool) -> str:
+def _why(c: CaseResult, peer: str, resolved: bool, close: bool, eager: bool = False) -> str:
     ours = c.get(OURS)
     assert ours is not None
     if not resolved:
         return "unresolved"
+    if eager:
+        return "host"
     if close:
         return "close"
     if peer == "liger" and ours.summary is not None and ours.summary.median < 10:
         return "latency"
+    if peer == "quack" and ours.meta.get("plan") in ("looped", "split"):
+        return "one-read"
     return "unexplained"
 
 
-def losses_table(results: StudyResults) -> tuple[Table, list[tuple[str, Markup]]]:
+def losses_table(results: StudyResults, *, eager: bool = False) -> tuple[Table, list[tuple[str, Markup]]]:
+    measure = EAGER_CALL if eager else DEVICE_TIME
     cols = [
         Column("case", "Case", numeric=False),
         Column("peer", "Faster peer", numeric=False),
-        Column("ours", "Ours"),
-        Column("theirs", "Peer"),
+        Column("ours", "Ours (µs)", f"median, {measure}"),
+        Column("theirs", "Peer (µs)", f"median, {measure}"),
         Column("ratio", "Speedup", "below 1.00×: we are slower"),
         Column("why", "Why", numeric=False),
     ]
-    table = Table("softmax-losses", "Every case where a peer's median beat ours", cols)
+    table = Table(
+        "softmax-losses-eager" if eager else "softmax-losses",
+        f"Every case where a peer's median beat ours, {measure}",
+        cols,
+    )
     reasons, used = _reasons(), {}
-    for c in sorted(results.cases.values(), key=lambda c: (c.params["direction"], c.params["dtype"], _shape_key(c))):
+    for case in sorted(results.cases.values(), key=lambda c: (c.params["direction"], c.params["dtype"], _shape_key(c))):
+        c = case.eager() if eager else case
         for peer in PEERS:
             r = c.ratio(peer, OURS)
             if r is None or r.value >= 1.0:
@@ -206,15 +323,15 @@ def losses_table(results: StudyResults) -> tuple[Table, list[tuple[str, Markup]]
             speedup = c.speedup(OURS, peer)
             resolved = speedup is not None and speedup.css == "loss"
             close = r.lo >= 1 - CLOSE.value / 100
-            key = _why(c, peer, resolved, close)
+            key = _why(case, peer, resolved, close, eager)
             used[key] = reasons[key]
             table.rows.append(
                 {
                     "case": Text(c.case_id.replace("x", "×")),
                     "peer": PEERS[peer],
-                    "ours": ours.time(),
-                    "theirs": theirs.time(),
-                    "ratio": c.speedup(OURS, peer),
+                    "ours": _bare(ours.time()),
+                    "theirs": _bare(theirs.time()),
+                    "ratio": speedup,
                     "why": Text(reasons[key][0], _plain(reasons[key][1])),
                 }
             )
@@ -228,7 +345,8 @@ def _bandwidth_chart(results: StudyResults, direction: str, l2: str) -> Chart | 
     cases = results.where(direction=direction, dtype="bf16", l2=l2)
     if not cases:
         return None
-    variants = [OURS, "liger", "compile", "torch", "eager"]
+    variants = [OURS, "liger", "quack", "compile", "torch", "eager"]
+    variants = [v for v in variants if any(c.get(v) for c in cases)]
     series = [(LABELS[v], [c.get(v).gbps() if c.get(v) else None for c in cases]) for v in variants]
     peak = cases[0].run.copy_peak
     return bars(
@@ -241,6 +359,29 @@ def _bandwidth_chart(results: StudyResults, direction: str, l2: str) -> Chart | 
     )
 
 
+def _eager_chart(results: StudyResults, direction: str) -> Chart | None:
+    """Device time and eager call side by side, for ours and each peer, where a run took both."""
+    cases = [c for c in results.where(direction=direction, dtype="bf16", l2="cold") if c.eager().get(OURS)]
+    if not cases:
+        return None
+    series = []
+    for v in (OURS, "torch", "liger", "quack"):
+        if not any(c.get(v) for c in cases):
+            continue
+        series.append((f"{LABELS[v]}, device", [c.get(v).time() if c.get(v) else None for c in cases]))
+        series.append(
+            (f"{LABELS[v]}, eager call", [c.eager().get(v).time() if c.eager().get(v) else None for c in cases])
+        )
+    return bars(
+        f"softmax-{_slug(direction)}-eager-chart",
+        f"{DIRECTIONS[direction]}, bf16, cold L2: {DEVICE_TIME} against the {EAGER_CALL}",
+        [c.shape for c in cases],
+        series,
+        "µs per call (log scale)",
+        log_y=True,
+    )
+
+
 def _plans_chart(results: StudyResults) -> Chart | None:
     cases = [c for c in results.where(direction="fwd", dtype="bf16", l2="cold") if "triton-looped" in c.variants]
     if not cases:
@@ -248,10 +389,10 @@ def _plans_chart(results: StudyResults) -> Chart | None:
     series = [(label, [c.get(v).time() if c.get(v) else None for c in cases]) for v, label in PLANS.items()]
     return bars(
         "softmax-plans-chart",
-        "Wide rows, forward, bf16, cold L2: time of each plan",
+        f"Wide rows, forward, bf16, cold L2: time of each plan ({DEVICE_TIME})",
         [c.shape for c in cases],
         series,
-        "µs (log scale)",
+        "µs, device time (log scale)",
         log_y=True,
     )
 
@@ -282,75 +423,202 @@ def _warm_cold_chart(results: StudyResults) -> Chart | None:
 # ----------------------------------------------------------------------------- claims
 
 
-def _targets(results: StudyResults) -> list[Claim]:
-    out: list[Claim] = []
-    for l2 in ("cold", "warm"):
-        c = results.find(direction="fwd", dtype="bf16", rows=16384, cols=4096, l2=l2)
-        if c is None or c.get(OURS) is None:
-            continue
-        ours = c.get(OURS)
-        pct = ours.pct_copy()  # type: ignore[union-attr]
-        out.append(
-            Claim(
-                f"target-copy-peak-{l2}",
-                sentence(
-                    "16384×4096 bf16 forward, {l2} L2: at least {target} of the copy bandwidth. Measured {gbps}, "
-                    "{pct} of the copy measured in the same run.",
-                    l2=l2,
-                    target=COPY_TARGET,
-                    gbps=ours.gbps(),  # type: ignore[union-attr]
-                    pct=pct,
-                ),
-                pct.value >= COPY_TARGET.value,
-                "target",
-            )
-        )
-    # No slower than Liger at every shape it accepts: a loss counts only when resolved.
-    accepted = [c for c in results.cases.values() if c.get("liger") is not None and c.get(OURS) is not None]
-    losses = [c for c in accepted if (x := c.speedup(OURS, "liger")) is not None and x.css == "loss"]
-    out.append(
-        Claim(
-            "target-liger",
-            sentence(
-                "No slower than Liger-Kernel at every case it accepts. Slower (resolved) in {n} of {total} cases; "
-                "they are listed under Losses below.",
-                n=Num(len(losses), "count"),
-                total=Num(len(accepted), "count"),
-            ),
-            not losses,
+def _case_target(
+    results: StudyResults,
+    claim_id: str,
+    head: Markup,
+    direction: str,
+    rows: int,
+    cols: int,
+    evaluate: Callable[[CaseResult], tuple[Markup, bool]],
+    l2s: tuple[str, ...] = ("cold", "warm"),
+) -> Claim:
+    """A target on one shape: evaluated in every L2 mode the data hold (each must pass); a
+    shape the data do not hold is reported as not met, never dropped."""
+    found = [c for l2 in l2s if (c := results.find(direction=direction, dtype="bf16", rows=rows, cols=cols, l2=l2))]
+    if not found:
+        return Claim(
+            claim_id,
+            head + sentence(" Not met: no run in force measured {case}.", case=f"{rows}×{cols} ({', '.join(l2s)} L2)"),
+            False,
             "target",
         )
+    parts, ok = [], True
+    for c in found:
+        text, passed = evaluate(c)
+        parts.append(sentence("{l2} L2: ", l2=c.params["l2"]) + text)
+        ok = ok and passed
+    return Claim(claim_id, head + Markup(" ") + Markup("; ").join(parts) + Markup("."), ok, "target")
+
+
+def _no_slower(peer: str, eager: bool = False) -> Callable[[CaseResult], tuple[Markup, bool]]:
+    """No slower than ``peer``: the one verdict rule must not call it a loss."""
+
+    def evaluate(c: CaseResult) -> tuple[Markup, bool]:
+        view = c.eager() if eager else c
+        x = view.speedup(OURS, peer)
+        if x is None:
+            missing = OURS if view.get(OURS) is None else peer
+            return sentence("not measured ({why})", why=_refusal(view, missing).title or "no samples"), False
+        return sentence("{x} ({verdict})", x=x, verdict=_verdict(x)), x.css != "loss"
+
+    return evaluate
+
+
+def _verdict(x: Num) -> str:
+    return {"win": "faster", "loss": "slower", "tie": "a tie"}.get(x.css, x.css)
+
+
+def _copy_share(target: Num) -> Callable[[CaseResult], tuple[Markup, bool]]:
+    def evaluate(c: CaseResult) -> tuple[Markup, bool]:
+        ours = c.get(OURS)
+        if ours is None:
+            return sentence("not measured ({why})", why=_refusal(c, OURS).title or "no samples"), False
+        pct = ours.pct_copy()
+        return sentence("{gbps}, {pct} of the copy", gbps=ours.gbps(), pct=pct), pct.value >= target.value
+
+    return evaluate
+
+
+def _vs_quack(c: CaseResult) -> tuple[Markup, bool]:
+    q = c.variants.get("quack")
+    if q is None:
+        return sentence("QuACK was not run"), False
+    if q.error is not None:
+        if q.error.startswith("check failed"):
+            return sentence("QuACK failed its float64 check, so the target does not apply here"), True
+        return sentence("QuACK has no time ({why})", why=q.error[:160]), False
+    ratio = c.time_ratio(OURS, "quack")
+    if ratio is None:
+        return sentence("not measured ({why})", why=_refusal(c, OURS).title or "no samples"), False
+    x = c.speedup(OURS, "quack")
+    text = sentence("ours took {r} of QuACK's time", r=ratio)
+    if x is not None and x.css == "loss":
+        ours = c.get(OURS)
+        plan = ours.meta.get("plan") if ours is not None else None
+        why = WHY_QUACK if plan in ("looped", "split") else "Why is not yet explained (our block plan reads once too)."
+        text += sentence("; QuACK stays ahead. {why}", why=why.rstrip("."))
+    return text, ratio.value <= QUACK_TARGET.value
+
+
+def _eager_vs_torch(c: CaseResult) -> tuple[Markup, bool]:
+    e = c.eager()
+    r = e.time_ratio(OURS, "torch")
+    if r is None:
+        missing = OURS if e.get(OURS) is None else "torch"
+        return sentence("not measured ({why})", why=_refusal(e, missing).title or "no samples"), False
+    return sentence("ours took {r} of torch.softmax's eager call", r=r), r.value <= EAGER_TORCH_TARGET.value
+
+
+def _eager_liger(results: StudyResults) -> Claim:
+    head = sentence(
+        "Eager call (host included): ours no slower than Liger-Kernel's eager call at every case Liger accepts, "
+        "forward and training step."
     )
+    accepted = [c for c in results.cases.values() if c.get("liger") is not None]
+    if not accepted:
+        return Claim(
+            "target-eager-liger", head + sentence(" Not met: no case in force has a Liger time."), False, "target"
+        )
+    both = {c.case_id for c in accepted if c.eager().get("liger") is not None and c.eager().get(OURS) is not None}
+    measured = [c for c in accepted if c.case_id in both]
+    missing = [c for c in accepted if c.case_id not in both]
+    losses = [c for c in measured if (x := c.eager().speedup(OURS, "liger")) is not None and x.css == "loss"]
+    text = head + sentence(
+        " Of {n} cases Liger accepts, {m} have eager samples of both; ours was slower (resolved) in {k} of them.",
+        n=Num(len(accepted), "count"),
+        m=Num(len(measured), "count"),
+        k=Num(len(losses), "count"),
+    )
+    if missing:
+        text += sentence(
+            " Not measured in {u} cases (their newest run took no eager samples), so the target cannot be met yet.",
+            u=Num(len(missing), "count"),
+        )
+    return Claim(
+        "target-eager-liger",
+        text,
+        bool(measured) and not losses and not missing,
+        "target",
+        evidence=_cases("slower eagerly", losses) + _cases("no eager samples", missing),
+    )
+
+
+def _targets(results: StudyResults) -> list[Claim]:
+    """Issue 6's performance list, device time unless a target says otherwise."""
+    dev = "Device time (graph replay): "
+    out = [
+        _case_target(
+            results, "target-torch-4096x50257",
+            sentence(dev + "4096×50257 bf16 forward no slower than torch.softmax."),
+            "fwd", 4096, 50257, _no_slower("torch"),
+        ),
+        _case_target(
+            results, "target-torch-1000x50257",
+            sentence(dev + "1000×50257 bf16 forward no slower than torch.softmax."),
+            "fwd", 1000, 50257, _no_slower("torch"),
+        ),
+        _case_target(
+            results, "target-copy-4096x50257",
+            sentence(dev + "4096×50257 bf16 forward at least {t} of the copy bandwidth.", t=VOCAB_COPY_TARGET),
+            "fwd", 4096, 50257, _copy_share(VOCAB_COPY_TARGET),
+        ),
+        _case_target(
+            results, "target-copy-64x131072-cold",
+            sentence(dev + "64×131072 bf16 forward, cold L2, at least {t} of the copy bandwidth.", t=WIDE_COLD_TARGET),
+            "fwd", 64, 131072, _copy_share(WIDE_COLD_TARGET), ("cold",),
+        ),
+    ]  # fmt: skip
+    for rows, cols in ((8192, 32768), (64, 131072), (4096, 151936)):
+        out.append(
+            _case_target(
+                results,
+                f"target-quack-{rows}x{cols}",
+                sentence(
+                    dev + "{shape} bf16 forward: our time at most {t} QuACK's, where QuACK passes its check.",
+                    shape=f"{rows}×{cols}",
+                    t=QUACK_TARGET,
+                ),
+                "fwd",
+                rows,
+                cols,
+                _vs_quack,
+            )
+        )
+    out += [
+        _case_target(
+            results, "target-step-4096x50257",
+            sentence(dev + "4096×50257 bf16 training step (forward + backward) no slower than torch.softmax."),
+            "fwd+bwd", 4096, 50257, _no_slower("torch"),
+        ),
+        _eager_liger(results),
+        _case_target(
+            results, "target-eager-torch-1024x1024",
+            sentence(
+                "Eager call (host included): 1024×1024 bf16 forward at most {t} torch.softmax's eager call.",
+                t=EAGER_TORCH_TARGET,
+            ),
+            "fwd", 1024, 1024, _eager_vs_torch,
+        ),
+    ]  # fmt: skip
     for l2 in ("cold", "warm"):
-        c = results.find(direction="fwd", dtype="bf16", rows=64, cols=131072, l2=l2)
-        if c is None:
-            continue
-        vs_compile, vs_torch = c.speedup(OURS, "compile"), c.speedup(OURS, "torch")
-        if vs_compile is None or vs_torch is None:
-            continue
         out.append(
-            Claim(
-                f"target-wide-compile-{l2}",
-                sentence(
-                    "64×131072 bf16 forward, {l2} L2: at least {target} faster than torch.compile. Measured {x}.",
-                    l2=l2,
-                    target=COMPILE_TARGET,
-                    x=vs_compile,
-                ),
-                vs_compile.value >= COMPILE_TARGET.value,
-                "target",
+            _case_target(
+                results,
+                f"target-copy-peak-{l2}",
+                sentence(dev + "16384×4096 bf16 forward, {l2} L2, at least {t} of the copy bandwidth.", l2=l2,
+                         t=COPY_TARGET),
+                "fwd", 16384, 4096, _copy_share(COPY_TARGET), (l2,),
             )
+        )  # fmt: skip
+    out.append(
+        _case_target(
+            results,
+            "target-liger-16384x4096",
+            sentence(dev + "16384×4096 bf16 forward no slower than Liger-Kernel."),
+            "fwd", 16384, 4096, _no_slower("liger"),
         )
-        out.append(
-            Claim(
-                f"target-wide-torch-{l2}",
-                sentence(
-                    "64×131072 bf16 forward, {l2} L2: faster than torch.softmax. Measured {x}.", l2=l2, x=vs_torch
-                ),
-                vs_torch.value > 1 and "loss" not in vs_torch.css,
-                "target",
-            )
-        )
+    )  # fmt: skip
     return out
 
 
@@ -446,8 +714,8 @@ def _observations(results: StudyResults) -> list[Claim]:
             [c for c in with_split if c.params["rows"] < 132],
             "triton-split",
             "triton-looped",
-            "Splitting a row across programs pays when rows are fewer than the SMs: the split plan beat the looped "
-            "plan in {k} of {n} such cases, by up to {x} ({case}).",
+            "Device time (graph replay): splitting a row across programs pays when rows are fewer than the SMs: the "
+            "split plan beat the looped plan in {k} of {n} such cases, by up to {x} ({case}).",
             lambda k, n: k == n,
         ),
         _pairwise(
@@ -455,8 +723,8 @@ def _observations(results: StudyResults) -> list[Claim]:
             [c for c in with_split if c.params["rows"] >= 132],
             "triton-looped",
             "triton-split",
-            "With rows enough to fill the GPU, looping beats splitting: looped was faster in {k} of {n} such cases, "
-            "by up to {x} ({case}).",
+            "Device time (graph replay): with rows enough to fill the GPU, looping beats splitting: looped was faster "
+            "in {k} of {n} such cases, by up to {x} ({case}).",
             lambda k, n: k == n,
         ),
         _pairwise(
@@ -464,8 +732,9 @@ def _observations(results: StudyResults) -> list[Claim]:
             [c for c in with_one if c.params["dtype"] != "fp32"],
             "triton-split",
             "triton-split-1launch",
-            "Negative result: the one-launch split, which reads each row once instead of twice, was slower than the "
-            "two-launch split in {k} of {n} bf16 and fp16 wide cases, by up to {x} ({case}).",
+            "Device time (graph replay), a negative result: the one-launch split, which reads each row once "
+            "instead of twice, was slower than the two-launch split in {k} of {n} bf16 and fp16 wide cases, by up "
+            "to {x} ({case}).",
             lambda k, n: k == n,
         ),
         _pairwise(
@@ -473,8 +742,8 @@ def _observations(results: StudyResults) -> list[Claim]:
             [c for c in with_one if c.params["dtype"] == "fp32"],
             "triton-split-1launch",
             "triton-split",
-            "In fp32, where a 4096-wide chunk is twice the bytes, the one-launch split won {k} of {n} cases "
-            "(best {x} at {case}).",
+            "Device time (graph replay): in fp32, where a 4096-wide chunk is twice the bytes, the one-launch split won "
+            "{k} of {n} cases (best {x} at {case}).",
             lambda k, n: k > 0,
         ),
     ]
@@ -490,8 +759,9 @@ def _observations(results: StudyResults) -> list[Claim]:
             Claim(
                 "warm-exceeds-dram",
                 sentence(
-                    "Warm numbers can exceed DRAM: with inputs left in L2, {case} moved {gbps}, {pct} of the "
-                    "device copy. Warm results describe repeated calls on cache-resident data, not saved traffic.",
+                    "Device time (graph replay): warm numbers can exceed DRAM: with inputs left in L2, {case} moved "
+                    "{gbps}, {pct} of the device copy. Warm results describe repeated calls on cache-resident data, "
+                    "not saved traffic.",
                     case=best_warm.case_id,
                     gbps=best_warm.get(OURS).gbps(),  # type: ignore[union-attr]
                     pct=best_warm.get(OURS).pct_copy(),
@@ -506,8 +776,8 @@ def _observations(results: StudyResults) -> list[Claim]:
             Claim(
                 "dram-bound-tie",
                 sentence(
-                    "At the DRAM-bound 16384×4096 both fused kernels sit at the copy bandwidth: ours {a}, Liger "
-                    "{b}; the speedup {x} is a tie, not a win.",
+                    "Device time (graph replay): at the DRAM-bound 16384×4096 both fused kernels sit at the copy "
+                    "bandwidth: ours {a}, Liger {b}; the speedup {x} is a tie, not a win.",
                     a=big.get(OURS).pct_copy(),  # type: ignore[union-attr]
                     b=big.get("liger").pct_copy(),
                     x=big.speedup(OURS, "liger"),
@@ -521,29 +791,152 @@ def _observations(results: StudyResults) -> list[Claim]:
                 Claim(
                     "fusion-vs-eager",
                     sentence(
-                        "Fusion is the first-order effect: the unfused composition (upcast, max, subtract, exp, sum, "
-                        "divide) took {x} as long as ours at 16384×4096 bf16.",
+                        "Device time (graph replay): fusion is the first-order effect: the unfused composition "
+                        "(upcast, max, subtract, exp, sum, divide) took {x} as long as ours at 16384×4096 bf16.",
                         x=eager,
                     ),
                     eager.value > 5,
                 )
             )
+    out += _quack_observations(results)
+    out += _eager_observations(results)
     return out
+
+
+def _quack_observations(results: StudyResults) -> list[Claim]:
+    """QuACK's record, like Liger's: what it refused, where it failed our check."""
+    with_quack = [c for c in results.cases.values() if "quack" in c.variants]
+    ran = [c for c in with_quack if "not installed" not in (c.variants["quack"].error or "")]
+    out: list[Claim] = []
+    if with_quack and not ran:
+        runs = sorted({c.run.run_id for c in with_quack})
+        out.append(
+            Claim(
+                "quack-not-installed",
+                sentence(
+                    "QuACK was not installed where {runs} ran: all {n} of its entries record the refusal, so no QuACK "
+                    "time appears yet.",
+                    runs=", ".join(runs),
+                    n=Num(len(with_quack), "count"),
+                ),
+                True,
+            )
+        )
+        return out
+    if not ran:
+        return out
+    size = {"bf16": 2, "fp16": 2, "fp32": 4}
+    unaligned = [c for c in ran if (c.params["cols"] * size.get(c.params["dtype"], 2)) % 16]
+    refused = [c for c in ran if _refused(c, "quack")]
+    out.append(
+        Claim(
+            "quack-refuses-unaligned",
+            sentence(
+                "QuACK refuses rows whose width is not a multiple of 16 bytes: it declined {r} of the {u} such cases "
+                "and {o} of the {a} others.",
+                r=Num(len([c for c in refused if c in unaligned]), "count"),
+                u=Num(len(unaligned), "count"),
+                o=Num(len([c for c in refused if c not in unaligned]), "count"),
+                a=Num(len(ran) - len(unaligned), "count"),
+            ),
+            all(c in refused for c in unaligned) and all(c in unaligned for c in refused),
+            evidence=_cases("refused though aligned", [c for c in refused if c not in unaligned])
+            + _cases("accepted though unaligned", [c for c in unaligned if c not in refused]),
+        )
+    )
+    failed = [c for c in ran if (m := c.variants["quack"]).check is not None and not m.check.get("passed", True)]
+    if failed:
+        c = failed[0]
+        q = c.variants["quack"]
+        check = q.raw["check"]
+        out.append(
+            Claim(
+                "quack-failed-check",
+                sentence(
+                    "QuACK failed our float64 check in {k} cases, for example {case} (relative L2 error {err}, "
+                    "finite outputs: {finite}); those cases show no QuACK time and its targets there do not apply.",
+                    k=Num(len(failed), "count"),
+                    case=c.case_id,
+                    err=Num(max(check["rel_l2"]), "relerr", (q.source("check"),))
+                    if all(math.isfinite(v) for v in check["rel_l2"])
+                    else "not finite",
+                    finite="yes" if check.get("finite") else "no",
+                ),
+                True,
+                evidence=_cases("failed", failed),
+            )
+        )
+    return out
+
+
+def _eager_observations(results: StudyResults) -> list[Claim]:
+    """Where device time and the eager call disagree: a device win that is an eager loss."""
+    flips: list[tuple[CaseResult, str, Num, Num]] = []
+    compared = 0
+    for c in sorted(results.cases.values(), key=lambda c: c.case_id):
+        e = c.eager()
+        for peer in PEERS:
+            dev, eag = c.speedup(OURS, peer), e.speedup(OURS, peer)
+            if dev is None or eag is None:
+                continue
+            compared += 1
+            if dev.css != "loss" and eag.css == "loss":
+                flips.append((c, peer, dev, eag))
+    if not compared:
+        return []
+    if not flips:
+        return [
+            Claim(
+                "eager-agrees",
+                sentence(
+                    "Device time against the eager call: in all {n} comparisons measured both ways, ours never wins or "
+                    "ties on the device only to lose the eager call.",
+                    n=Num(compared, "count"),
+                ),
+                True,
+            )
+        ]
+    c, peer, dev, eag = max(flips, key=lambda f: f[2].value / f[3].value)
+    return [
+        Claim(
+            "eager-flips",
+            sentence(
+                "Device time against the eager call: in {k} of {n} comparisons measured both ways, ours wins or "
+                "ties on device time but loses the eager call, where host work counts. The widest gap: {case} "
+                "against {peer}, {dev} on the device but {eag} as an eager call.",
+                k=Num(len(flips), "count"),
+                n=Num(compared, "count"),
+                case=c.case_id,
+                peer=PEERS[peer],
+                dev=dev,
+                eag=eag,
+            ),
+            True,
+            evidence=_cases("flipped", [f[0] for f in flips]),
+        )
+    ]
+
+
+def _losses_by_peer(cases: list[CaseResult]) -> tuple[dict[str, list[CaseResult]], int]:
+    """Which peers beat ours where (a loss by the one verdict rule), and in how many cases
+    ours won or tied against every peer."""
+    beaten_by: dict[str, list[CaseResult]] = {}
+    ahead_or_tied = 0
+    for c in cases:
+        losses = [p for p in PEERS if (x := c.speedup(OURS, p)) is not None and x.css == "loss"]
+        for p in losses:
+            beaten_by.setdefault(p, []).append(c)
+        ahead_or_tied += not losses
+    return beaten_by, ahead_or_tied
 
 
 def _decision(results: StudyResults, targets: list[Claim]) -> dict[str, Any]:
     """The decision card: conclusions counted from the cases, evidence as linked numbers."""
     timed = [c for c in results.cases.values() if c.get(OURS) is not None]
-    beaten_by: dict[str, list[CaseResult]] = {}
-    ahead_or_tied = 0
-    for c in timed:
-        losses = [p for p in PEERS if (r := c.ratio(p, OURS)) is not None and r.value < 1 and r.resolved]
-        for p in losses:
-            beaten_by.setdefault(p, []).append(c)
-        ahead_or_tied += not losses
+    beaten_by, ahead_or_tied = _losses_by_peer(timed)
     conclusion = [
         sentence(
-            "Ours was faster than every peer, or tied within the 95% intervals, in {k} of {n} cases.",
+            "Device time (graph replay): ours was faster than every peer, or tied with it, in {k} of {n} cases.",
             k=Num(ahead_or_tied, "count"),
             n=Num(len(timed), "count"),
         )
@@ -553,7 +946,8 @@ def _decision(results: StudyResults, targets: list[Claim]) -> dict[str, Any]:
         widths = sorted({c.params["cols"] for c in cases})
         conclusion.append(
             sentence(
-                "{peer} was faster in {k} cases, all at widths {widths}; the largest gap is {x} at {case}.",
+                "{peer} was faster on the device in {k} cases, all at widths {widths}; the largest gap is {x} at "
+                "{case}.",
                 peer=PEERS[peer],
                 k=Num(len(cases), "count"),
                 widths=", ".join(str(w) for w in widths),
@@ -561,17 +955,35 @@ def _decision(results: StudyResults, targets: list[Claim]) -> dict[str, Any]:
                 case=worst.case_id,
             )
         )  # type: ignore[arg-type]
+    eager = [c.eager() for c in timed if c.eager().get(OURS) is not None]
+    if eager:
+        eager_beaten, eager_ahead = _losses_by_peer(eager)
+        conclusion.append(
+            sentence(
+                "Eager call (host included): ours was faster than every peer, or tied, in {k} of the {n} cases "
+                "measured this way; {peers}.",
+                k=Num(eager_ahead, "count"),
+                n=Num(len(eager), "count"),
+                peers="; ".join(f"{PEERS[p]} was faster in {len(cs)}" for p, cs in eager_beaten.items())
+                or "no peer was faster",
+            )
+        )
+    else:
+        conclusion.append(sentence("Eager call (host included): not measured in the runs in force."))
     big = results.find(direction="fwd", dtype="bf16", rows=16384, cols=4096, l2="cold")
     wide = results.find(direction="fwd", dtype="bf16", rows=64, cols=131072, l2="cold")
     evidence: list[Markup] = []
     if big is not None and big.get(OURS):
         evidence.append(
-            sentence("{pct} of the copy bandwidth at 16384×4096 bf16 forward, cold L2", pct=big.get(OURS).pct_copy())
-        )  # type: ignore[union-attr]
+            sentence(
+                "{pct} of the copy bandwidth at 16384×4096 bf16 forward, cold L2 (device time)",
+                pct=big.get(OURS).pct_copy(),  # type: ignore[union-attr]
+            )
+        )
     if wide is not None and wide.speedup(OURS, "compile"):
         evidence.append(
             sentence(
-                "{x} over torch.compile and {y} over torch.softmax at 64×131072, cold L2",
+                "{x} over torch.compile and {y} over torch.softmax at 64×131072, cold L2 (device time)",
                 x=wide.speedup(OURS, "compile"),
                 y=wide.speedup(OURS, "torch"),
             )
@@ -584,21 +996,36 @@ def _decision(results: StudyResults, targets: list[Claim]) -> dict[str, Any]:
     }
 
 
+def _policy() -> dict[str, int]:
+    """The forward and backward block limits, read from the planner (set, not measured)."""
+    from kernels.plans import SOFTMAX_BACKWARD_POLICY, SOFTMAX_POLICY
+
+    return {
+        "fwd_block_kb": SOFTMAX_POLICY.max_block_bytes // 1024,
+        "bwd_block_kb": SOFTMAX_BACKWARD_POLICY.max_block_bytes // 1024,
+    }
+
+
 def context(results: StudyResults) -> dict[str, Any]:
-    speed, times = [], []
+    speed, eager, times = [], [], []
     for direction in DIRECTIONS:
         for dtype in DTYPES:
             if (t := speed_table(results, direction, dtype)) is not None:
-                speed.append((direction, dtype, t))
+                speed.append((direction, dtype, t, eager_table(results, direction, dtype)))
             if (t := time_table(results, direction, dtype)) is not None:
                 times.append((direction, dtype, t))
+            if (t := time_table(results, direction, dtype, eager=True)) is not None:
+                eager.append((direction, dtype, t))
     targets = _targets(results)
     losses = losses_table(results)
+    eager_losses = losses_table(results, eager=True)
     charts = [
         c
         for c in (
             _bandwidth_chart(results, "fwd", "cold"),
             _bandwidth_chart(results, "fwd+bwd", "cold"),
+            _eager_chart(results, "fwd"),
+            _eager_chart(results, "fwd+bwd"),
             _plans_chart(results),
             _warm_cold_chart(results),
         )
@@ -608,13 +1035,20 @@ def context(results: StudyResults) -> dict[str, Any]:
         "results": results,
         "speed_tables": speed,
         "time_tables": times,
+        "eager_time_tables": eager,
         "plans": plans_table(results),
         "losses": losses[0],
         "loss_reasons": losses[1],
+        "eager_losses": eager_losses[0],
+        "eager_loss_reasons": eager_losses[1],
+        "has_eager": bool(eager),
         "charts": {c.id: c for c in charts},
         "targets": targets,
         "observations": _observations(results),
         "decision": _decision(results, targets),
         "directions": DIRECTIONS,
         "peers": PEERS,
+        "policy": _policy(),
+        "v1_runs": [r for r in results.used_runs if r.doc["schema_version"] < 2],
+        "v2_runs": [r for r in results.used_runs if r.doc["schema_version"] >= 2],
     }

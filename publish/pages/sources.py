@@ -31,5 +31,10 @@ def describe(run: Run, used: set[str], withdrawn: Any = None) -> dict[str, Any]:
 
 
 def context(data: SiteData) -> dict[str, Any]:
+    from publish.pages.home import studies
+
     used = {r.run_id for s in data.studies.values() for r in s.used_runs}
-    return {"entries": [describe(r, used, data.withdrawn.get(r.run_id)) for r in reversed(data.all_runs)]}
+    return {
+        "entries": [describe(r, used, data.withdrawn.get(r.run_id)) for r in reversed(data.all_runs)],
+        "studies": studies(data),
+    }

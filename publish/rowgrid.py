@@ -1,0 +1,312 @@
+"""Scoring row plans on the row-plan grid: best plan per cell, a policy's regret, fitting.
+
+A grid run (``data/runs/rowgrid/``) times every plan of softmax's forward in each cell of
+row counts x widths (bf16, cold L2), beside ``torch.softmax``, ``torch.compile`` and the
+planner's own choice (variant ``planner``).  From it:
+
+* the **best plan** of a cell is the plan variant with the lowest median among those a
+  policy can choose: ``block``, ``looped-<chunk>`` and ``split-<chunk>`` (the two-launch
+  split).  The one-launch split (``split-4096-1launch``) is timed but no policy can choose
+  it (its programs wait on each other), so it is kept out of the best plan and reported on
+  its own;
+* a **policy** (:class:`kernels.plans.RowPolicy`) is evaluated with the same pure-Python
+  planner the kernels use, ``plan_rows(rows, width, 2, sm_count, policy, None, pad)``
+  (``pad`` = 7 when rows > 1 and the width is not a multiple of 8: the alignment window of
+  misaligned bf16 rows), and mapped to the variant the grid timed: block -> ``block``,
+  looped with block b -> ``looped-b``, split with block b -> ``split-b``.  Its **regret**
+  in a cell is that variant's median over the best plan's, minus one.  A choice the grid
+  did not time (or that failed there) is counted as *unmeasured*, never guessed;
+* **fitting** grid-searches the policy fields in :data:`GRID` (the others keep their
+  defaults) for the lowest mean regret on one run, and the result is scored on another.
+
+Everything here returns plain values; :mod:`publish.pages.rowgrid` turns them into
+numbers with provenance.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from publish.results import CaseResult, StudyResults
+from publish.runs import Run
+from publish.stats import quantile
+
+ELEM_BYTES = 2  # every grid cell is bf16
+PLAN_VARIANT = re.compile(r"^(block|looped-\d+|split-\d+)$")
+ONE_LAUNCH = re.compile(r"^split-\d+-1launch$")
+OVER = 0.10  # a cell "over 10%": regret above this
+GRID: dict[str, tuple[Any, ...]] = {
+    "max_block_bytes": (16384, 32768, 65536),
+    "chunk": (2048, 4096, 8192, 16384),
+    "split_chunk": (2048, 4096),
+    "narrow_split_chunk": (2048, 4096),
+    "split_rows_per_sm": (0.25, 0.5, 1.0, 2.0),
+}
+
+
+def _plans():  # type: ignore[no-untyped-def]
+    # Imported when first needed: kernels/__init__ imports torch where it is installed.
+    from kernels import plans
+
+    return plans
+
+
+def pad_for(rows: int, cols: int, elem_bytes: int = ELEM_BYTES) -> int:
+    """The alignment window the planner sizes a row for (bench/studies/rowgrid.py ``_pad``)."""
+    vec = _plans().VECTOR_BYTES // elem_bytes
+    return vec - 1 if rows > 1 and cols % vec else 0
+
+
+def variant_for(plan: Any) -> str:
+    """The grid variant that timed ``plan`` (a :class:`kernels.plans.RowPlan`)."""
+    if plan.kind == "block":
+        return "block"
+    if plan.one_launch:
+        return f"split-{plan.block}-1launch"
+    return f"{plan.kind}-{plan.block}"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One grid cell of one run: its case and the medians of the plans that ran there."""
+
+    case: CaseResult
+    rows: int
+    cols: int
+    plans: dict[str, float]  # selectable plan variant -> median µs (only those with samples)
+    best: str | None  # None: no plan has samples here
+
+    @property
+    def best_time(self) -> float | None:
+        return self.plans[self.best] if self.best is not None else None
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.rows, self.cols)
+
+
+def make_cell(case: CaseResult) -> Cell:
+    plans = {
+        name: m.summary.median  # type: ignore[union-attr]
+        for name in case.variants
+        if PLAN_VARIANT.match(name) and (m := case.get(name)) is not None
+    }
+    # Ties (equal medians) go to the first in name order, so the result never depends on
+    # the order the run file lists its variants in.
+    best = min(sorted(plans), key=lambda n: plans[n]) if plans else None
+    return Cell(case, int(case.params["rows"]), int(case.params["cols"]), plans, best)
+
+
+def grid_cells(results: StudyResults, run: Run) -> list[Cell]:
+    """The cells ``run`` measured, by width then rows."""
+    cells = [make_cell(c) for c in results.run_cases(run.run_id) if "rows" in c.params and "cols" in c.params]
+    return sorted(cells, key=lambda c: (c.cols, c.rows))
+
+
+@dataclass(frozen=True)
+class Choice:
+    cell: Cell
+    variant: str  # the plan variant the policy picks
+    regret: float | None  # None: the grid has no time for that plan in this cell
+
+    @property
+    def measured(self) -> bool:
+        return self.regret is not None
+
+
+def choose(policy: Any, cell: Cell, sm_count: int) -> Choice:
+    plan = _plans().plan_rows(cell.rows, cell.cols, ELEM_BYTES, sm_count, policy, None, pad_for(cell.rows, cell.cols))
+    name = variant_for(plan)
+    if name not in cell.plans or cell.best_time is None:
+        return Choice(cell, name, None)
+    return Choice(cell, name, cell.plans[name] / cell.best_time - 1.0)
+
+
+@dataclass(frozen=True)
+class Score:
+    """One rule on one run: its regret in every cell with a best plan."""
+
+    rule: str
+    policy: Any
+    run: Run
+    choices: tuple[Choice, ...]
+
+    @property
+    def regrets(self) -> list[float]:
+        return [c.regret for c in self.choices if c.regret is not None]
+
+    @property
+    def scored(self) -> int:
+        return len(self.regrets)
+
+    @property
+    def unmeasured(self) -> list[Choice]:
+        return [c for c in self.choices if c.regret is None]
+
+    @property
+    def mean(self) -> float | None:
+        return statistics.fmean(self.regrets) if self.regrets else None
+
+    @property
+    def p90(self) -> float | None:
+        return quantile(sorted(self.regrets), 0.9) if self.regrets else None
+
+    @property
+    def over(self) -> int:
+        return sum(r > OVER for r in self.regrets)
+
+    @cached_property
+    def _by_key(self) -> dict[tuple[int, int], Choice]:
+        return {c.cell.key: c for c in self.choices}
+
+    def choice_at(self, key: tuple[int, int]) -> Choice | None:
+        return self._by_key.get(key)
+
+
+def sm_count(run: Run) -> int:
+    return int(run.env["gpu"]["sm_count"])
+
+
+def score(rule: str, policy: Any, run: Run, cells: Iterable[Cell]) -> Score:
+    sms = sm_count(run)
+    return Score(rule, policy, run, tuple(choose(policy, c, sms) for c in cells if c.best is not None))
+
+
+def candidates() -> list[Any]:
+    """Every policy of the search grid, the other fields at their RowPolicy defaults."""
+    RowPolicy = _plans().RowPolicy
+    keys = list(GRID)
+    return [RowPolicy(**dict(zip(keys, values, strict=True))) for values in itertools.product(*GRID.values())]
+
+
+def _rank(s: Score) -> tuple[float, ...]:
+    # Policies that choose a plan the grid did not time in some cell could look better than
+    # they are; they rank after every policy scored on all cells.
+    return (len(s.unmeasured), s.mean if s.mean is not None else float("inf"), s.over, s.p90 or 0.0)
+
+
+def fit(run: Run, cells: list[Cell], rule: str = "fitted") -> Score | None:
+    """The search grid's policy with the lowest mean regret on ``cells`` (ties: fewer cells
+    over 10%, then lower 90th percentile, then the first in grid order)."""
+    scored = [c for c in cells if c.best is not None]
+    if not scored:
+        return None
+    best: Score | None = None
+    for policy in candidates():
+        s = score(rule, policy, run, scored)
+        if best is None or _rank(s) < _rank(best):
+            best = s
+    return best
+
+
+def policy_fields(policy: Any) -> dict[str, Any]:
+    """The searched fields of a policy, in grid order."""
+    return {k: getattr(policy, k) for k in GRID}
+
+
+# ----------------------------------------------------------------------------- the analysis
+
+
+@dataclass(frozen=True)
+class Fit:
+    """A policy fitted on one run and scored on another (``held_out`` is None with one run)."""
+
+    fitted_on: Score
+    held_out: Score | None
+
+
+@dataclass
+class Analysis:
+    runs: list[Run]  # the valid grid runs, oldest first
+    cells: dict[str, list[Cell]]  # run id -> cells
+    rules: dict[str, dict[str, Score]]  # rule name -> run id -> score
+    policies: dict[str, Any]  # rule name -> policy
+    fits: list[Fit]  # forward (fit on the older, score on the newer) first, then the reverse
+
+    @property
+    def newest(self) -> Run | None:
+        return self.runs[-1] if self.runs else None
+
+    @property
+    def pair(self) -> tuple[Run, Run] | None:
+        """(fit run, held-out run): the older and the newer of the two newest valid runs."""
+        return (self.runs[-2], self.runs[-1]) if len(self.runs) >= 2 else None
+
+    @property
+    def forward_fit(self) -> Fit | None:
+        return self.fits[0] if self.fits else None
+
+
+SHIPPED = "shipped"
+NEVER_SPLIT = "never split"
+DEFAULTS = "RowPolicy defaults"
+_CACHE: dict[tuple[int, ...], Analysis] = {}
+
+
+def fitted_name(run: Run) -> str:
+    return f"fitted on {run.run_id}"
+
+
+def analyse(results: StudyResults) -> Analysis:
+    """Every rule scored on every valid run, and the fits (cached per set of runs: the review
+    record evaluates the pages again for every earlier set of runs)."""
+    # Keyed by the Run objects themselves (the analysis keeps them alive, so their ids stay
+    # theirs): the same run ids in another build may hold other data.
+    key = tuple(id(r) for r in results.runs)
+    if key in _CACHE:
+        return _CACHE[key]
+    if len(_CACHE) > 64:
+        _CACHE.clear()
+    plans = _plans()
+    runs = list(results.runs)
+    cells = {r.run_id: grid_cells(results, r) for r in runs}
+    policies: dict[str, Any] = {
+        SHIPPED: plans.SOFTMAX_POLICY,
+        NEVER_SPLIT: dataclasses.replace(plans.SOFTMAX_POLICY, split_rows_per_sm=0.0),
+        DEFAULTS: plans.RowPolicy(),
+    }
+    fits: list[Fit] = []
+    if runs:
+        pair = (runs[-2], runs[-1]) if len(runs) >= 2 else (runs[-1], None)
+        order = [pair] if pair[1] is None else [pair, (pair[1], pair[0])]
+        for fit_run, other in order:
+            name = fitted_name(fit_run)
+            fitted = fit(fit_run, cells[fit_run.run_id], name)
+            if fitted is None:
+                continue
+            policies[name] = fitted.policy
+            held = score(name, fitted.policy, other, cells[other.run_id]) if other is not None else None
+            fits.append(Fit(fitted, held))
+    rules = {
+        name: {r.run_id: score(name, policy, r, cells[r.run_id]) for r in runs} for name, policy in policies.items()
+    }
+    out = Analysis(runs, cells, rules, policies, fits)
+    _CACHE[key] = out
+    return out
+
+
+def report_lines(results: StudyResults) -> list[str]:
+    """For the build's report: the fitted policy and its held-out regret (two runs or more)."""
+    a = analyse(results)
+    if a.pair is None or a.forward_fit is None or a.forward_fit.held_out is None:
+        n = len(a.runs)
+        return [f"row-plan grid: {n} valid run{'s' if n != 1 else ''}; a held-out fit needs two"]
+    f = a.forward_fit
+    fields = ", ".join(f"{k}={v}" for k, v in policy_fields(f.fitted_on.policy).items())
+    held = f.held_out
+    assert held is not None
+    mean = f"{100 * held.mean:.1f}%" if held.mean is not None else "n/a"
+    p90 = f"{100 * held.p90:.1f}%" if held.p90 is not None else "n/a"
+    fit_mean = f"{100 * f.fitted_on.mean:.1f}%" if f.fitted_on.mean is not None else "n/a"
+    return [
+        f"row-plan grid: fitted on {f.fitted_on.run.run_id}: {fields}",
+        f"  mean regret {fit_mean} there; held out on {held.run.run_id}: mean {mean}, 90th percentile {p90}, "
+        f"{held.over} of {held.scored} cells over {100 * OVER:.0f}%, {len(held.unmeasured)} unmeasured choices",
+    ]
