@@ -115,7 +115,7 @@ class RowGridStudy:
         return f"fwd/bf16/{case['rows']}x{case['cols']}"
 
     def options(self, quick: bool) -> dict[str, Any]:
-        return {"l2_modes": ("cold",), "eager": False, "rounds": 5 if quick else 7, "target_ms": 0.5}
+        return {"l2_modes": ("cold",), "eager": False, "rounds": 3 if quick else 5, "target_ms": 0.3}
 
     def prepare(self, cases: list[Params], device: torch.device, stream: Any) -> None:
         """Compile every (plan, width, alignment) of the grid up front, in threads: Triton's
