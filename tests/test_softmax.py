@@ -47,6 +47,53 @@ def reference_grad(y: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
     return y * (dy - (y * dy).sum(dim=-1, keepdim=True))
 
 
+# Small chunks drive the looped and split kernels through many iterations, a ragged last
+# chunk and (span 3) programs that walk several blocks, at widths the interpreter can afford.
+SMALL_PLANS = [
+    RowPlan("looped", block=64, num_warps=2),
+    RowPlan("split", block=64, num_warps=2, chunks=5),
+    RowPlan("split", block=32, num_warps=1, chunks=11),
+    RowPlan("split", block=32, num_warps=1, chunks=4, span=3),
+    RowPlan("block", block=512, num_warps=4, rows_per_program=4),
+]
+
+
+def guarded(rows: int, width: int, dtype: torch.dtype, lead: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(buffer, view): a NaN-filled buffer with a guard row above and below the view and
+    ``lead`` guard columns before / 11 after each row; a kernel that writes outside its rows
+    leaves a non-NaN value in a guard."""
+    buf = torch.full((rows + 2, width + lead + 11), float("nan"), dtype=dtype)
+    return buf, buf[1 : rows + 1, lead : lead + width]
+
+
+def guards_intact(buf: torch.Tensor, view: torch.Tensor, lead: int) -> bool:
+    mask = torch.ones_like(buf, dtype=torch.bool)
+    mask[1 : view.shape[0] + 1, lead : lead + view.shape[1]] = False
+    return bool(torch.isnan(buf[mask]).all())
+
+
+@pytest.mark.parametrize("plan", SMALL_PLANS, ids=lambda p: p.label)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("lead", [0, 3, 8], ids=lambda v: f"lead{v}")
+def test_every_element_written_and_no_guard_touched(plan, dtype, lead) -> None:
+    """Outputs in poisoned buffers whose rows are aligned (lead 0/8 of 16-bit elements: 0 or
+    16 bytes) or misaligned (lead 3), written with every plan, forward and backward.  First in
+    the file: a kernel that writes past its rows fails here, inside the guards, before a test
+    with an exactly sized output lets it write past the allocation (an interpreter crash)."""
+    x = masked_rows(300, dtype)
+    buf, y = guarded(6, 300, dtype, lead)
+    forward_rows(x, y, plan)
+    assert guards_intact(buf, y, lead), "the forward wrote outside its rows"
+    assert torch.isfinite(y).all(), "an element of the output was never written"
+    assert_close(y, reference(x), dtype, "y")
+    dy = randn(tuple(x.shape), dtype, "gdy", scale=1.0)
+    dbuf, dx = guarded(6, 300, dtype, lead)
+    backward_rows(y.contiguous(), dy, dx, plan)
+    assert guards_intact(dbuf, dx, lead), "the backward wrote outside its rows"
+    assert torch.isfinite(dx).all()
+    assert_close(dx, reference_grad(y, dy), dtype, "dx")
+
+
 # (shape, plan): every plan, widths 1 to 40000, misaligned widths (the 16-byte window), 0 and 1 rows.
 CASES = [
     ((3, 1), None),
@@ -149,51 +196,6 @@ def test_non_finite_rows_match_torch_softmax_row_for_row(plan, kind) -> None:
     assert_close(dx[1:], reference_grad(y[1:], dy[1:]), torch.float32, "dx finite rows")
 
 
-# Small chunks drive the looped and split kernels through many iterations, a ragged last
-# chunk and (span 3) programs that walk several blocks, at widths the interpreter can afford.
-SMALL_PLANS = [
-    RowPlan("looped", block=64, num_warps=2),
-    RowPlan("split", block=64, num_warps=2, chunks=5),
-    RowPlan("split", block=32, num_warps=1, chunks=11),
-    RowPlan("split", block=32, num_warps=1, chunks=4, span=3),
-    RowPlan("block", block=512, num_warps=4, rows_per_program=4),
-]
-
-
-def guarded(rows: int, width: int, dtype: torch.dtype, lead: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(buffer, view): a NaN-filled buffer with a guard row above and below the view and
-    ``lead`` guard columns before / 11 after each row; a kernel that writes outside its rows
-    leaves a non-NaN value in a guard."""
-    buf = torch.full((rows + 2, width + lead + 11), float("nan"), dtype=dtype)
-    return buf, buf[1 : rows + 1, lead : lead + width]
-
-
-def guards_intact(buf: torch.Tensor, view: torch.Tensor, lead: int) -> bool:
-    mask = torch.ones_like(buf, dtype=torch.bool)
-    mask[1 : view.shape[0] + 1, lead : lead + view.shape[1]] = False
-    return bool(torch.isnan(buf[mask]).all())
-
-
-@pytest.mark.parametrize("plan", SMALL_PLANS, ids=lambda p: p.label)
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("lead", [0, 3, 8], ids=lambda v: f"lead{v}")
-def test_every_element_written_and_no_guard_touched(plan, dtype, lead) -> None:
-    """Outputs in poisoned buffers whose rows are aligned (lead 0/8 of 16-bit elements: 0 or
-    16 bytes) or misaligned (lead 3), written with every plan, forward and backward."""
-    x = masked_rows(300, dtype)
-    buf, y = guarded(6, 300, dtype, lead)
-    forward_rows(x, y, plan)
-    assert guards_intact(buf, y, lead), "the forward wrote outside its rows"
-    assert torch.isfinite(y).all(), "an element of the output was never written"
-    assert_close(y, reference(x), dtype, "y")
-    dy = randn(tuple(x.shape), dtype, "gdy", scale=1.0)
-    dbuf, dx = guarded(6, 300, dtype, lead)
-    backward_rows(y.contiguous(), dy, dx, plan)
-    assert guards_intact(dbuf, dx, lead), "the backward wrote outside its rows"
-    assert torch.isfinite(dx).all()
-    assert_close(dx, reference_grad(y, dy), dtype, "dx")
-
-
 @pytest.mark.parametrize("plan", ["block", "looped", "split"])
 @pytest.mark.parametrize("offset", [0, 1, 8], ids=lambda v: f"col{v}")
 def test_strided_and_misaligned_rows_are_read_in_place(plan, offset) -> None:
@@ -239,6 +241,17 @@ def test_dtype_argument_casts_first_like_torch(src, dst) -> None:
     torch.testing.assert_close(y, expect, rtol=TOL[dst]["rel"] * 4, atol=1e-4)
     (dx,) = torch.autograd.grad(y.double().sum() + (y.double() ** 2).sum(), x)
     assert dx.dtype == src
+
+
+def test_dtype_argument_rounds_the_input_before_the_softmax() -> None:
+    # float32 logits that float16 cannot hold exactly: torch casts x to dtype first, so the
+    # result is the softmax of the rounded logits, measurably different from the unrounded one.
+    x = randn((4, 300), torch.float32, "cast-first", scale=24.0)
+    y = kernels.softmax(x, dtype=torch.float16, plan="looped")
+    cast_first = reference(x.to(torch.float16))
+    assert_close(y, cast_first, torch.float16, "y")
+    gap = float((cast_first - reference(x)).abs().max())
+    assert gap > 4 * TOL[torch.float16]["atol"], "the inputs must make the order of the cast visible"
 
 
 def test_integer_input_with_a_floating_dtype() -> None:

@@ -232,7 +232,7 @@ class DispatchStudy:
         return [{"rows": r, "cols": c} for r, c in SHAPES]
 
     def options(self, quick: bool) -> dict[str, Any]:
-        return {"eager": False, "l2_modes": ("warm",), "rounds": 8 if quick else 25}
+        return {"eager": False, "l2_modes": ("warm",), "rounds": 8 if quick else 15}
 
     def run(self, backend: Any, writer: Any, opts: Options, stream: Any) -> None:
         run(backend, writer, opts, stream)

@@ -1,0 +1,89 @@
+"""Mutation testing of the CPU suite: plant one bug at a time in the kernels and the planner,
+run the suite, and report which test killed it (or that it survived).
+
+    python tests/mutate.py            # every mutant (minutes: the interpreter is slow)
+    python tests/mutate.py 3 7        # only mutants 3 and 7
+
+Each mutant is a textual replacement that must match exactly once; the file is restored
+afterwards even when the run is interrupted."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SUITE = ["tests/test_softmax.py", "tests/test_planner.py", "tests/test_codegen.py", "tests/test_column_sum.py"]
+
+# (name, file, original text, planted bug)
+MUTANTS = [
+    ("no max subtraction (block plan)", "kernels/softmax.py",
+     "e = tl.exp(a - safe_shift(m)[:, None])  # one exp", "e = tl.exp(a)  # one exp"),
+    ("masked-row guard removed (shift by -inf)", "kernels/_rowwise.py",
+     'return tl.where(m == float("-inf"), 0.0, m)', "return m"),
+    ("NaN sum swallowed by the zero-sum guard", "kernels/_rowwise.py",
+     "return tl.where(s == 0.0, 0.0, 1.0 / s)", "return tl.where(s > 0.0, 1.0 / s, 0.0)"),
+    ("row mask off by one (reads one element past the row)", "kernels/_rowwise.py",
+     "inside = (pos >= 0) & (pos < WIDTH)", "inside = (pos >= 0) & (pos <= WIDTH)"),
+    ("store mask off by one (writes one group too many)", "kernels/_rowwise.py",
+     "store = tl.max_constancy((group >= 0) & (group + VEC <= WIDTH), [1, VEC])",
+     "store = tl.max_constancy((group >= 0) & (group <= WIDTH), [1, VEC])"),
+    ("edge groups never written", "kernels/_rowwise.py",
+     "    return k, partial & ((e < VEC) | (tail > 0))", "    return k, partial & (e < 0)"),
+    ("split merge drops the last chunk", "kernels/_rowwise.py",
+     'm_c = tl.load(slots, mask=c < CHUNKS, other=float("-inf"), cache_modifier=CACHE)',
+     'm_c = tl.load(slots, mask=c < CHUNKS - 1, other=float("-inf"), cache_modifier=CACHE)'),
+    ("backward sign flipped", "kernels/softmax.py", "return a * (b - s[:, None])", "return a * (b + s[:, None])"),
+    ("looped second pass skips the first chunk", "kernels/_rowwise.py",
+     "k = _chunk_offsets(NCHUNK - 1 - i, BLOCK, WIDE)", "k = _chunk_offsets(NCHUNK - 2 - i, BLOCK, WIDE)"),
+    ("row stride ignored (assumes contiguous rows)", "kernels/_rowwise.py",
+     "    strides = (a.stride(0), bb.stride(0), out.stride(0))\n    tensors =",
+     "    strides = (a.shape[1], bb.shape[1], out.shape[1])\n    tensors ="),
+    ("split programs ignore their span", "kernels/_rowwise.py",
+     "        first = chunk * SPAN\n", "        first = chunk\n"),
+    ("dtype= applied after the computation, not before", "kernels/_rowwise.py",
+     "a = tl.where(inside, a.to(A_CAST).to(ACC), A_FILL)", "a = tl.where(inside, a.to(ACC), A_FILL)"),
+    ("planner: split and looped thresholds swapped", "kernels/plans.py",
+     "elif n_rows < policy.split_rows_per_sm * sm_count:", "elif n_rows >= policy.split_rows_per_sm * sm_count:"),
+    ("packing narrow rows even when few", "kernels/plans.py",
+     "pack = n_rows >= policy.pack_min_rows_per_sm * sm_count", "pack = True"),
+]  # fmt: skip
+
+
+def run(index: int) -> tuple[str, str, float]:
+    name, rel, old, new = MUTANTS[index]
+    path = ROOT / rel
+    original = path.read_text()
+    if original.count(old) != 1:
+        return name, f"NOT APPLIED ({original.count(old)} matches)", 0.0
+    planted = original.replace(old, new)
+    t0 = time.monotonic()
+    try:
+        path.write_text(planted)
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *SUITE],
+            cwd=ROOT, capture_output=True, text=True, timeout=3600,
+        )  # fmt: skip
+    finally:
+        path.write_text(original)
+    failed = re.findall(r"^FAILED (\S+)", done.stdout, re.M)
+    verdict = f"killed by {failed[0]}" if failed else ("SURVIVED" if done.returncode == 0 else f"error rc={done.returncode}")
+    return name, verdict, time.monotonic() - t0
+
+
+def main(argv: list[str]) -> int:
+    chosen = [int(a) for a in argv] or list(range(len(MUTANTS)))
+    killed = 0
+    for i in chosen:
+        name, verdict, seconds = run(i)
+        killed += verdict.startswith("killed")
+        print(f"{i:2d} {name}: {verdict} ({seconds:.0f} s)", flush=True)
+    print(f"killed {killed} of {len(chosen)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
