@@ -62,6 +62,7 @@ FORMATS = {
     "p": lambda v: f"{v:.2g}",
     "relerr": lambda v: f"{v:.2g}",
     "int": lambda v: f"{v:,.0f}",
+    "size": lambda v: f"{v:.0f}",  # a row count or width, written as in shapes (4096×50257)
 }
 
 
@@ -97,16 +98,22 @@ def definition(value: float, kind: str, note: str) -> Num:
     return Num(value, kind, (), note=note)
 
 
+def _attribute(text: str) -> str:
+    # Line breaks become character references: the element stays on one line, so a number
+    # inside a Markdown table row (the review record's) cannot break the row.
+    return html.escape(text, quote=True).replace("\n", "&#10;")
+
+
 def render(num: Num) -> str:
     classes = " ".join(c for c in ("num", num.css) if c)
     text = html.escape(num.text())
     if not num.sources:
-        return f'<span class="{classes}" title="{html.escape(num.title(), quote=True)}">{text}</span>'
+        return f'<span class="{classes}" title="{_attribute(num.title())}">{text}</span>'
     first = num.sources[0]
     return (
         f'<a class="{classes}" href="sources.html#run-{html.escape(first.run_id, quote=True)}" '
         f'data-run="{html.escape(first.run_id, quote=True)}" '
-        f'title="{html.escape(num.title(), quote=True)}">{text}</a>'
+        f'title="{_attribute(num.title())}">{text}</a>'
     )
 
 

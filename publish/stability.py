@@ -39,4 +39,4 @@ def suites(results: StudyResults, ours: str, peers: list[str]) -> list[Suite]:
                 suite.within[level] += spread <= level
             if suite.widest is None or spread > suite.widest[0]:
                 suite.widest = (spread, case, peer)
-    return list(out.values())
+    return [s for s in out.values() if s.comparisons]

@@ -14,21 +14,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import synthruns
 from sitekit import ROOT
 
+from publish.pages import pages
 from publish.site import build
 
 pytestmark = pytest.mark.browser
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-PAGES = [
-    "index.html",
-    "softmax.html",
-    "stability.html",
-    "compare.html",
-    "review.html",
-    "methodology.html",
-    "sources.html",
-]
+# Every page of the registry, and the review page built from what they report.
+PAGES = [p.output.replace(".md", ".html") for p in pages()] + ["review.html"]
+# What must never reach a reader: template syntax, Python reprs, markup shown as text.
+LEFTOVERS = re.compile(r"\{\{|\}\}|\{%|%\}|object at 0x|Markup\(|Num\(|Text\(|Source\(|\bNone\b|\bnan\b|Undefined|[<>]")
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
@@ -43,6 +40,31 @@ def base_url(tmp_path_factory) -> Iterator[str]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
     url = f"http://127.0.0.1:{server.server_address[1]}"
     build(ROOT, site, site_url=url + "/")  # as `python build.py --serve` does
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield url
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def synthetic_url(tmp_path_factory) -> Iterator[str]:
+    """A site built from synthetic runs: two grid runs (a fit and a held-out run), two
+    dispatch runs (before and after) and a softmax run with eager samples and QuACK."""
+    tmp = tmp_path_factory.mktemp("synthetic")
+    root = synthruns.project(tmp)
+    synthruns.write(root, synthruns.modelled_grid("rowgrid-20261201T000000Z-aaaaaaa", "2026-12-01T00:00:00Z"))
+    synthruns.write(
+        root, synthruns.modelled_grid("rowgrid-20261202T000000Z-bbbbbbb", "2026-12-02T00:00:00Z", split_cost=1.6)
+    )
+    synthruns.write(root, synthruns.dispatch_doc("dispatch-20261201T000000Z-aaaaaaa", "2026-12-01T00:00:00Z"))
+    synthruns.write(
+        root, synthruns.dispatch_doc("dispatch-20261202T000000Z-bbbbbbb", "2026-12-02T00:00:00Z", ours=0.2, quack=True)
+    )
+    synthruns.write(root, synthruns.softmax_doc("softmax-20261201T000000Z-aaaaaaa", "2026-12-01T00:00:00Z"))
+    site = tmp / "site"
+    site.mkdir()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    build(root, site, site_url=url + "/")
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield url
     server.shutdown()
@@ -122,6 +144,9 @@ def test_charts_draw_after_instant_navigation(page, base_url) -> None:
     page.evaluate("window.__sameDocument = true")
     page.locator("nav.md-nav a", has_text="Softmax").first.click()
     page.wait_for_url("**/softmax.html")
+    # Instant navigation changes the URL before it swaps the content in: wait for the new
+    # page's charts to exist before checking that they were drawn.
+    page.wait_for_selector("#softmax-fwd-bw-cold")
     drawn, total = charts_drawn(page)
     assert total >= 4 and drawn >= total
     assert page.evaluate("window.__sameDocument === true"), "navigation reloaded the page instead of swapping it"
@@ -222,3 +247,46 @@ def test_every_link_resolves(page, base_url) -> None:
             body = fetch(target)
             if anchor and target.endswith(".html"):
                 assert f'id="{anchor}"' in body, f"{name}: {href} has no #{anchor}"
+
+
+def visible_leftovers(pg) -> list[str]:  # type: ignore[no-untyped-def]
+    """Pieces of the article's visible text that are markup, reprs or template syntax."""
+    text = pg.locator("article").inner_text()
+    return [text[max(0, m.start() - 40) : m.end() + 40] for m in LEFTOVERS.finditer(text)]
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_visible_text_is_clean(page, base_url, name) -> None:
+    page.goto(f"{base_url}/{name}")
+    page.wait_for_load_state("networkidle")
+    assert visible_leftovers(page) == []
+
+
+@pytest.mark.parametrize("name", ["rowgrid.html", "dispatch.html", "softmax.html", "index.html", "sources.html"])
+def test_new_pages_from_synthetic_runs(browser, synthetic_url, name) -> None:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    pg = context.new_page()
+    problems: list[str] = []
+    pg.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    pg.on("console", lambda m: problems.append(f"console: {m.text}") if m.type == "error" else None)
+    pg.goto(f"{synthetic_url}/{name}")
+    pg.wait_for_load_state("networkidle")
+    drawn, total = charts_drawn(pg)
+    assert drawn >= total
+    assert visible_leftovers(pg) == []
+    assert pg.locator("article a.num").count() > 0  # numbers, linked to their runs
+    assert problems == []
+    context.close()
+
+
+def test_heat_maps_draw_and_name_their_run(browser, synthetic_url) -> None:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    pg = context.new_page()
+    pg.goto(f"{synthetic_url}/rowgrid.html")
+    drawn, total = charts_drawn(pg)
+    assert total == 3 and drawn >= total
+    assert pg.locator(".lab-chart .heatmaplayer").count() == 3  # heat maps, not empty frames
+    spec = pg.locator("#rowgrid-regret").get_attribute("data-figure")
+    assert spec and "rowgrid-20261202T000000Z-bbbbbbb" in spec  # every cell's hover names its run
+    assert "held-out run" in pg.locator("article").inner_text()
+    context.close()

@@ -11,10 +11,12 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+import synthruns
 import yaml
 from sitekit import ROOT, edit, newest, run_files, scratch_root
 
 from publish.pages import pages
+from publish.results import StudyResults
 from publish.runs import load_runs
 from publish.schema import RunFileError
 from publish.site import BuildError, build
@@ -306,3 +308,181 @@ def test_every_table_has_matching_csv_and_json(built) -> None:
             assert csv_row[-1].split() == json_row["run_ids"]
             assert set(json_row["run_ids"]) <= {r["run_id"] for r in doc["runs"]}
         assert all(r["run_id"] in doc["cite"]["footnote"] and r["run_id"] in doc["cite"]["bibtex"] for r in doc["runs"])
+
+
+# ----------------------------------------------------------------------------- synthetic runs: new pages
+
+
+def _links(page: Path) -> list[dict[str, str]]:
+    return parse(page).nums
+
+
+def _claim_status(html: str, claim_id: str) -> str:
+    m = re.search(rf'id="claim-{re.escape(claim_id)}"[^>]*><span class="lab-status">(\w+)<', html)
+    assert m, f"no claim {claim_id}"
+    return m.group(1)
+
+
+def test_pages_build_with_no_runs_at_all(tmp_path) -> None:
+    root = synthruns.project(tmp_path)
+    report = build(root, tmp_path / "site")
+    assert sorted(report.pages) == sorted(PAGES)
+    rowgrid = (tmp_path / "site" / "rowgrid.html").read_text()
+    assert "No valid grid run is in force" in rowgrid
+    assert _claim_status(rowgrid, "target-heldout-regret") == "missed"
+    assert "No dispatch run is in force" in (tmp_path / "site" / "dispatch.html").read_text()
+    softmax = (tmp_path / "site" / "softmax.html").read_text()
+    assert "No softmax case is in force yet" in softmax
+    assert "Not met: no run in force measured 4096×50257" in softmax  # a target with no case says so
+    assert "row-plan grid: 0 valid runs; a held-out fit needs two" in report.lines()
+
+
+def test_rowgrid_page_with_one_run_says_the_fit_is_in_sample(tmp_path) -> None:
+    root = synthruns.project(tmp_path)
+    synthruns.write(root, synthruns.modelled_grid("rowgrid-20261201T000000Z-aaaaaaa", "2026-12-01T00:00:00Z"))
+    report = build(root, tmp_path / "site")
+    html = (tmp_path / "site" / "rowgrid.html").read_text()
+    assert "Only one valid grid run is in force" in html
+    assert "needs two valid grid runs" in html and _claim_status(html, "target-heldout-regret") == "missed"
+    for anchor in ("rowgrid-rules", "rowgrid-policies", "rowgrid-ours", "rowgrid-cells", "rowgrid-best-plan"):
+        assert f'id="{anchor}"' in html, anchor
+    assert any("a held-out fit needs two" in line for line in report.lines())
+
+
+def test_rowgrid_page_fits_on_one_run_and_scores_on_the_other(tmp_path) -> None:
+    root = synthruns.project(tmp_path)
+    old, new = "rowgrid-20261201T000000Z-aaaaaaa", "rowgrid-20261202T000000Z-bbbbbbb"
+    synthruns.write(root, synthruns.modelled_grid(old, "2026-12-01T00:00:00Z"))
+    synthruns.write(root, synthruns.modelled_grid(new, "2026-12-02T00:00:00Z", split_cost=1.6))
+    out = tmp_path / "site"
+    report = build(root, out)
+    lines = report.lines()
+    fitted = next(line for line in lines if line.startswith("row-plan grid: fitted on"))
+    assert old in fitted and "max_block_bytes=" in fitted and "split_rows_per_sm=" in fitted
+    assert any(f"held out on {new}: mean" in line for line in lines)
+    html = (out / "rowgrid.html").read_text()
+    assert f"fitted on {old}" in html and f"fitted on {new}" in html
+    assert _claim_status(html, "target-heldout-regret") in ("met", "missed")
+    for chart in ("rowgrid-best-plan", "rowgrid-regret", "rowgrid-vs-torch"):
+        assert f'id="{chart}"' in html and '"type":"heatmap"' in html.replace("&#34;", '"'), chart
+    # The cells table is the newest run's, every cell of it, each number linked to that run.
+    doc = json.loads((out / "tables" / "rowgrid-cells.json").read_text())
+    assert len(doc["rows"]) == 30 and doc["runs"][0]["run_id"] == new
+    for a in _links(out / "rowgrid.html"):
+        assert a["data-run"] in (old, new)
+    # The regret shown in a cell is the shipped pick's median over the best plan's, minus one.
+    from publish.rowgrid import SHIPPED, analyse
+    from publish.runs import load_runs
+
+    results = StudyResults("rowgrid", load_runs(root / "data"))
+    a = analyse(results)
+    for row, choice in zip(doc["rows"], a.rules[SHIPPED][new].choices, strict=True):
+        cell = choice.cell
+        assert row["cells"]["best"]["text"] == cell.best
+        assert row["cells"]["pick"]["text"] == choice.variant
+        expected = 100 * (cell.plans[choice.variant] / cell.best_time - 1)
+        assert row["cells"]["regret"]["value"] == pytest.approx(expected)
+        assert len(row["cells"]["regret"]["sources"]) == 2  # the pick's median and the best plan's
+
+
+def test_withdrawn_grid_run_is_not_fitted(tmp_path) -> None:
+    root = synthruns.project(tmp_path)
+    old, new = "rowgrid-20261201T000000Z-aaaaaaa", "rowgrid-20261202T000000Z-bbbbbbb"
+    synthruns.write(root, synthruns.modelled_grid(old, "2026-12-01T00:00:00Z"))
+    synthruns.write(root, synthruns.modelled_grid(new, "2026-12-02T00:00:00Z"))
+    synthruns.withdraw(root, new)
+    build(root, tmp_path / "site")
+    html = (tmp_path / "site" / "rowgrid.html").read_text()
+    assert "Only one valid grid run is in force" in html and f'href="review.html#withdrawn-{new}"' in html
+    assert f'data-run="{new}"' not in html
+
+
+def test_dispatch_page_shows_pieces_before_after_and_chains(tmp_path) -> None:
+    root = synthruns.project(tmp_path)
+    before, after = "dispatch-20261201T000000Z-aaaaaaa", "dispatch-20261202T000000Z-bbbbbbb"
+    synthruns.write(root, synthruns.dispatch_doc(before, "2026-12-01T00:00:00Z"))
+    synthruns.write(root, synthruns.dispatch_doc(after, "2026-12-02T00:00:00Z", ours=0.2, quack=True))
+    out = tmp_path / "site"
+    build(root, out)
+    html = (out / "dispatch.html").read_text()
+    for anchor in ("dispatch-host-32x127", "dispatch-host-1024x1024", "dispatch-verdicts", "dispatch-before-after",
+                   "dispatch-chains-user", "dispatch-chains-host"):  # fmt: skip
+        assert f'id="{anchor}"' in html, anchor
+    assert "host time depends on the host cpu" in html.lower()
+    host = json.loads((out / "tables" / "dispatch-host-32x127.json").read_text())
+    rows = {r["cells"]["piece"]["text"]: r["cells"] for r in host["rows"]}
+    assert [c["label"] for c in host["columns"]][1:] == [
+        "Ours (kernels.softmax)", "torch.softmax", "Liger-Kernel", "QuACK"]  # fmt: skip
+    # Derived pieces: differences of two medians of the newest run, with both sources.
+    op = rows["Op dispatch"]["ours"]
+    assert op["value"] == pytest.approx(0.2 * (82.0 - 46.0)) and len(op["sources"]) == 2
+    assert {s["variant"] for s in op["sources"]} == {"ours/op", "ours/forward"}
+    assert rows["Autograd"]["torch"]["value"] == pytest.approx(12.5 - 10.0)
+    assert rows["Backward and autograd.grad"]["liger"]["value"] == pytest.approx(256.0 - 59.0)
+    assert rows["Validation"]["torch"]["text"] == "—" and rows["Eager forward call"]["quack"]["value"] == 4.0
+    # Before -> after: ours in both runs, and each divided by torch.softmax's call in its own run.
+    ba = json.loads((out / "tables" / "dispatch-before-after.json").read_text())
+    call = next(r["cells"] for r in ba["rows"] if r["cells"]["case"]["text"] == "32×127: Eager forward call")
+    assert call["before"]["value"] == 52.0 and call["after"]["value"] == pytest.approx(10.4)
+    assert call["before"]["sources"][0]["run_id"] == before and call["after"]["sources"][0]["run_id"] == after
+    assert call["before_x"]["value"] == pytest.approx(5.2) and call["after_x"]["value"] == pytest.approx(1.04)
+    assert _claim_status(html, "target-host-forward") == "met"  # 10.4 µs of host time, under 20
+    assert _claim_status(html, "target-host-backward") == "missed"  # 0.2 x (310 - 80) = 46 µs
+    # Chains: per call of the whole chain, with the verdict of each mode against eager.
+    chains = json.loads((out / "tables" / "dispatch-chains-user.json").read_text())
+    assert len(chains["rows"]) == 2 * 2 * 2  # chain lengths x shapes x (torch, ours)
+
+
+def test_dispatch_page_with_one_run_has_no_before(tmp_path) -> None:
+    root = synthruns.project(tmp_path)
+    synthruns.write(root, synthruns.dispatch_doc("dispatch-20261201T000000Z-aaaaaaa", "2026-12-01T00:00:00Z"))
+    build(root, tmp_path / "site")
+    html = (tmp_path / "site" / "dispatch.html").read_text()
+    assert "no \u201cbefore\u201d" in html.replace("&quot;", "\u201c") or 'no "before"' in html
+    assert 'id="dispatch-before-after"' not in html
+
+
+def test_softmax_page_with_eager_samples_and_quack(tmp_path) -> None:
+    root = synthruns.project(tmp_path)
+    run_id = "softmax-20261201T000000Z-aaaaaaa"
+    synthruns.write(root, synthruns.softmax_doc(run_id, "2026-12-01T00:00:00Z"))
+    out = tmp_path / "site"
+    build(root, out)
+    html = (out / "softmax.html").read_text()
+    for anchor in ("softmax-fwd-bf16", "softmax-fwd-bf16-eager", "softmax-fwd-bf16-eager-times",
+                   "softmax-losses-eager", "softmax-fwd-eager-chart"):  # fmt: skip
+        assert f'id="{anchor}"' in html, anchor
+    # Both measurements, labelled, in the main table; the eager table never says "not measured".
+    speed = json.loads((out / "tables" / "softmax-fwd-bf16.json").read_text())
+    labels = [c["label"] for c in speed["columns"]]
+    assert "Ours (µs)" in labels and "Ours, eager call (µs)" in labels and "vs QuACK" in labels
+    eager = json.loads((out / "tables" / "softmax-fwd-bf16-eager.json").read_text())
+    assert all(r["cells"]["ours"]["text"] != "not measured" for r in eager["rows"])
+    quack = {r["cells"]["shape"]["text"]: r["cells"]["quack"]["text"] for r in speed["rows"]}
+    assert quack["32×127"] == "refused" and quack["4096×151936"] == "failed check"
+    # Targets name their timer; QuACK's failed check makes its target not apply; where QuACK
+    # stays ahead the page says why.
+    assert _claim_status(html, "target-quack-4096x151936") == "met"
+    assert "failed its float64 check, so the target does not apply" in html
+    assert "cluster of thread blocks" in html
+    assert _claim_status(html, "target-eager-liger") == "met"  # every case Liger accepts, measured both ways
+    assert "-inf</code> gives\nzeros" in html or "gives\nzeros" in html or "gives zeros" in html
+    assert "NaN or <code>+inf</code> gives NaN" in html
+    for claim in re.findall(r'<div class="lab-claim[^"]*" id="claim-target[^"]*"[^>]*>(.*?)</div>', html, re.S):
+        assert claim.split("</span>", 1)[1].strip().startswith(("Device time", "Eager call")), claim
+
+
+def test_nav_follows_the_page_registry() -> None:
+    with open(ROOT / "mkdocs.yml", encoding="utf-8") as f:
+        nav = yaml.load(f, Loader=_NavLoader)["nav"]
+    listed = [next(iter(entry.values())) for entry in nav]
+    registry = [p.output for p in pages()]
+    assert [p for p in listed if p != "review.md"] == registry
+    assert "review.md" in listed
+
+
+class _NavLoader(yaml.SafeLoader):
+    pass
+
+
+_NavLoader.add_multi_constructor("!", lambda loader, suffix, node: None)

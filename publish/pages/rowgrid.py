@@ -184,7 +184,7 @@ def cells_table(a: Analysis, run: Run) -> Table:
     shipped = a.rules[SHIPPED][run.run_id]
     src = Source(run.run_id, statistic="grid cell")
     for cell in a.cells[run.run_id]:
-        row: dict[str, Any] = {"rows": Num(cell.rows, "int", (src,)), "width": Num(cell.cols, "int", (src,))}
+        row: dict[str, Any] = {"rows": Num(cell.rows, "size", (src,)), "width": Num(cell.cols, "size", (src,))}
         if cell.best is not None:
             best = cell.case.get(cell.best)
             assert best is not None

@@ -7,9 +7,17 @@ from typing import Any
 from publish.claims import sentence
 from publish.numbers import Num, Source
 from publish.pages import SiteData
+from publish.pages.rowgrid import OURS as GRID_OURS
+from publish.pages.rowgrid import PEERS as GRID_PEERS
 from publish.pages.softmax import OURS, PEERS
 from publish.stability import LEVELS, suites
 from publish.tables import Column, Table, Text
+
+# Per study: our variant, and the peers whose speedups are followed across runs.
+COMPARED = {
+    "softmax": (OURS, list(PEERS), PEERS),
+    "rowgrid": (GRID_OURS, list(GRID_PEERS), GRID_PEERS),
+}
 
 
 def context(data: SiteData) -> dict[str, Any]:
@@ -28,8 +36,9 @@ def context(data: SiteData) -> dict[str, Any]:
         ]
     )
     table = Table("stability-suites", "Run-to-run agreement of our speedup over each peer", cols)
-    for results in data.studies.values():
-        for s in suites(results, OURS, list(PEERS)):
+    for study, (ours, peers, labels) in COMPARED.items():
+        results = data.studies[study]
+        for s in suites(results, ours, list(peers)):
             src = tuple(Source(r, statistic="speedups recomputed per run") for r in sorted(s.runs))
             row: dict[str, Any] = {
                 "suite": Text(s.name),
@@ -45,12 +54,12 @@ def context(data: SiteData) -> dict[str, Any]:
                 )
             if s.widest is not None:
                 spread, case, peer = s.widest
-                sources = tuple(c.get(OURS).source("median") for c in case.repeats if c.get(OURS))  # type: ignore[union-attr]
+                sources = tuple(c.get(ours).source("median") for c in case.repeats if c.get(ours))  # type: ignore[union-attr]
                 row["widest"] = Text.rich(
                     sentence(
                         "{case} vs {peer}: {spread}",
                         case=case.case_id,
-                        peer=PEERS[peer],
+                        peer=labels[peer],
                         spread=Num(
                             100 * spread, "pct", sources, note="largest / smallest speedup across runs, minus one"
                         ),
