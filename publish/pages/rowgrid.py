@@ -268,7 +268,7 @@ def charts(a: Analysis, run: Run) -> list[Chart]:
             x_title="width",
             y_title="rows",
             value="speedup",
-            colorscale="RdBu",
+            colorscale=[[0, "#b2182b"], [0.5, "#f7f7f7"], [1, "#2166ac"]],  # red: ours slower; blue: faster
             zmid=1.0,
             log=True,
         ),
