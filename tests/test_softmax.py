@@ -17,7 +17,7 @@ from tolerances import TOL, assert_close
 
 import kernels
 from kernels import _launch
-from kernels._rowwise import RowPlan
+from kernels._rowwise import ALIGN_NONE, ALIGN_ROWS, ALIGN_WINDOW, RowPlan, row_layout
 from kernels.softmax import _softmax_op, backward_rows, forward_rows
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
@@ -58,12 +58,21 @@ SMALL_PLANS = [
 ]
 
 
-def guarded(rows: int, width: int, dtype: torch.dtype, lead: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(buffer, view): a NaN-filled buffer with a guard row above and below the view and
-    ``lead`` guard columns before / 11 after each row; a kernel that writes outside its rows
-    leaves a non-NaN value in a guard."""
-    buf = torch.full((rows + 2, width + lead + 11), float("nan"), dtype=dtype)
-    return buf, buf[1 : rows + 1, lead : lead + width]
+LAYOUTS = {"rows": ALIGN_ROWS, "window": ALIGN_WINDOW, "none": ALIGN_NONE}
+
+
+def guarded(rows: int, width: int, dtype: torch.dtype, layout: str) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(buffer, view, lead): a NaN-filled buffer holding a ``[rows, width]`` view with a guard
+    row above and below and guard columns on both sides, laid out so that the view's rows
+    are 16-byte aligned ("rows"), misaligned by the same amount in every tensor of that
+    geometry ("window"), or start on a misaligned pointer ("none")."""
+    vec = 16 // torch.empty((), dtype=dtype).element_size()
+    stride = -(-width // vec) * vec + 2 * vec + (0 if layout == "rows" else 5)  # 5: rows shifted by 5 elements
+    lead = vec if layout != "none" else vec + 1
+    if layout == "window":
+        lead = (-stride) % vec + vec  # the view's first element on a 16-byte boundary, the next rows not
+    buf = torch.full((rows + 2, stride), float("nan"), dtype=dtype)
+    return buf, buf[1 : rows + 1, lead : lead + width], lead
 
 
 def guards_intact(buf: torch.Tensor, view: torch.Tensor, lead: int) -> bool:
@@ -74,21 +83,24 @@ def guards_intact(buf: torch.Tensor, view: torch.Tensor, lead: int) -> bool:
 
 @pytest.mark.parametrize("plan", SMALL_PLANS, ids=lambda p: p.label)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("lead", [0, 3, 8], ids=lambda v: f"lead{v}")
-def test_every_element_written_and_no_guard_touched(plan, dtype, lead) -> None:
-    """Outputs in poisoned buffers whose rows are aligned (lead 0/8 of 16-bit elements: 0 or
-    16 bytes) or misaligned (lead 3), written with every plan, forward and backward.  First in
-    the file: a kernel that writes past its rows fails here, inside the guards, before a test
-    with an exactly sized output lets it write past the allocation (an interpreter crash)."""
-    x = masked_rows(300, dtype)
-    buf, y = guarded(6, 300, dtype, lead)
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_every_element_written_and_no_guard_touched(plan, dtype, layout) -> None:
+    """Inputs and outputs in poisoned buffers with guard rows and columns, in each of the three
+    row layouts, written with every plan, forward and backward.  First in the file: a kernel
+    that writes past its rows fails here, inside the guards, before a test with an exactly
+    sized output lets it write past the allocation (an interpreter crash)."""
+    _, x, _ = guarded(6, 300, dtype, layout)
+    x.copy_(masked_rows(300, dtype))
+    buf, y, lead = guarded(6, 300, dtype, layout)
+    assert row_layout((x, y))[1] == LAYOUTS[layout]
     forward_rows(x, y, plan)
     assert guards_intact(buf, y, lead), "the forward wrote outside its rows"
     assert torch.isfinite(y).all(), "an element of the output was never written"
     assert_close(y, reference(x), dtype, "y")
-    dy = randn(tuple(x.shape), dtype, "gdy", scale=1.0)
-    dbuf, dx = guarded(6, 300, dtype, lead)
-    backward_rows(y.contiguous(), dy, dx, plan)
+    _, dy, _ = guarded(6, 300, dtype, layout)
+    dy.copy_(randn((6, 300), dtype, "gdy", scale=1.0))
+    dbuf, dx, lead = guarded(6, 300, dtype, layout)
+    backward_rows(y, dy, dx, plan)
     assert guards_intact(dbuf, dx, lead), "the backward wrote outside its rows"
     assert torch.isfinite(dx).all()
     assert_close(dx, reference_grad(y, dy), dtype, "dx")
