@@ -70,7 +70,10 @@ def run(index: int) -> tuple[str, str, float]:
     finally:
         path.write_text(original)
     failed = re.findall(r"^FAILED (\S+)", done.stdout, re.M)
-    verdict = f"killed by {failed[0]}" if failed else ("SURVIVED" if done.returncode == 0 else f"error rc={done.returncode}")
+    if failed:
+        verdict = f"killed by {failed[0]}"
+    else:
+        verdict = "SURVIVED" if done.returncode == 0 else f"error rc={done.returncode}"
     return name, verdict, time.monotonic() - t0
 
 
