@@ -33,8 +33,11 @@ def bars(
     *,
     ref: tuple[str, float] | None = None,
     log_y: bool = False,
+    styles: list[dict] | None = None,
 ) -> Chart:
-    """Grouped bars: one trace per series, one group per category; ``None`` leaves a gap."""
+    """Grouped bars: one trace per series, one group per category; ``None`` leaves a gap.
+    ``styles`` (one per series) replaces a series' marker, e.g. to give two measurements of
+    one variant the same colour and tell them apart by a hatch pattern."""
     data = []
     for i, (name, nums) in enumerate(series):
         data.append(
@@ -47,7 +50,7 @@ def bars(
                 "textposition": "none",
                 "customdata": [n.sources[0].run_id if n is not None and n.sources else "" for n in nums],
                 "hovertemplate": "%{x}<br>" + name + ": %{text}<br>run %{customdata}<extra></extra>",
-                "marker": {"color": PALETTE[i % len(PALETTE)]},
+                "marker": styles[i] if styles is not None else {"color": PALETTE[i % len(PALETTE)]},
             }
         )
     layout: dict = {
@@ -161,10 +164,11 @@ def heatmap(
             trace["zmid"] = math.log2(zmid) if log and zmid > 0 else zmid
         bar: dict = {"title": {"text": value}}
         if log:
-            finite = [v for row in z for v in row if v is not None]
-            lo, hi = (math.floor(min(finite)), math.ceil(max(finite))) if finite else (-1, 1)
-            ticks = list(range(lo, hi + 1)) or [0]
-            bar |= {"tickvals": ticks, "ticktext": [f"{2.0**t:g}×" for t in ticks]}
+            finite = [v for row in z for v in row if v is not None] or [0.0]
+            lo, hi = min(*finite, 0.0), max(*finite, 0.0)
+            ratios = [1 / 16, 1 / 8, 1 / 4, 1 / 2, 2 / 3, 0.8, 1, 1.25, 1.5, 2, 4, 8, 16]
+            ticks = [r for r in ratios if lo - 1e-9 <= math.log2(r) <= hi + 1e-9]
+            bar |= {"tickvals": [math.log2(r) for r in ticks], "ticktext": [f"{round(r, 2):g}×" for r in ticks]}
         trace["colorbar"] = bar
     layout = {
         "title": {"text": title, "font": {"size": 14}},

@@ -256,7 +256,7 @@ def charts(a: Analysis, run: Run) -> list[Chart]:
             _grid(cells, lambda c: (ch := shipped.choice_at(c.key)) and _regret(ch)),
             x_title="width",
             y_title="rows",
-            value="regret",
+            value="regret (%)",
             colorscale=[[0, "#f7fbff"], [0.1, "#c6dbef"], [0.3, "#fdae6b"], [1, "#a50f15"]],
         ),
         heatmap(

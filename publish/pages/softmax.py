@@ -10,7 +10,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from publish.charts import Chart, bars
+from publish.charts import PALETTE, Chart, bars
 from publish.claims import Claim, sentence
 from publish.numbers import Num, definition
 from publish.results import EAGER, CaseResult, StudyResults
@@ -364,21 +364,25 @@ def _eager_chart(results: StudyResults, direction: str) -> Chart | None:
     cases = [c for c in results.where(direction=direction, dtype="bf16", l2="cold") if c.eager().get(OURS)]
     if not cases:
         return None
-    series = []
-    for v in (OURS, "torch", "liger", "quack"):
+    series, styles = [], []
+    for i, v in enumerate((OURS, "torch", "liger", "quack")):
         if not any(c.get(v) for c in cases):
             continue
+        colour = PALETTE[i % len(PALETTE)]
         series.append((f"{LABELS[v]}, device", [c.get(v).time() if c.get(v) else None for c in cases]))
         series.append(
             (f"{LABELS[v]}, eager call", [c.eager().get(v).time() if c.eager().get(v) else None for c in cases])
         )
+        styles += [{"color": colour}, {"color": colour, "opacity": 0.55, "pattern": {"shape": "/"}}]
     return bars(
         f"softmax-{_slug(direction)}-eager-chart",
-        f"{DIRECTIONS[direction]}, bf16, cold L2: {DEVICE_TIME} against the {EAGER_CALL}",
+        f"{DIRECTIONS[direction]}, bf16, cold L2: device time (graph replay, solid) against the eager call "
+        "(host included, hatched)",
         [c.shape for c in cases],
         series,
         "µs per call (log scale)",
         log_y=True,
+        styles=styles,
     )
 
 
