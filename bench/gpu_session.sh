@@ -32,16 +32,16 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,utilization.gpu,temperature
 bench() { timeout "$1" python3 -m bench run "${@:2}" --out "$out/runs" --commit "$commit" $flag 2>&1 | tee -a "$out/bench.log" | grep -v "^  " ; }
 IFS=, read -ra list <<< "$stages"
 for s in "${list[@]}"; do
-  echo "=== $s $(date -u +%T)"
+  echo "=== $s $(date -u +%T)"; nvidia-smi --query-gpu=index,name --format=csv,noheader | tr '\n' ';'; echo
   case $s in
-    tests) timeout 240 python3 -m pytest -m gpu -q -x --no-header -p no:cacheprovider ${LAB_TESTS_K:+-k "$LAB_TESTS_K"} \
+    tests) timeout 180 python3 -m pytest -m gpu -q -x --no-header -p no:cacheprovider ${LAB_TESTS_K:+-k "$LAB_TESTS_K"} \
              tests/test_softmax_gpu.py 2>&1 | tee "$out/gpu-tests.log" | tail -25 ;;
     sweep-quick) bench 120 softmax --quick ;;
-    sweep) bench 420 softmax ;;
+    sweep) bench 330 softmax ;;
     grid-quick) bench 120 rowgrid --quick ;;
-    grid) bench 330 rowgrid ;;
+    grid) bench ${LAB_GRID_S:-280} rowgrid ;;
     dispatch-quick) bench 90 dispatch --quick ;;
-    dispatch) bench 150 dispatch ;;
+    dispatch) bench 110 dispatch ;;
   esac
 done
 (cd "$out" && tar czf runs.tar.gz runs bench.log 2>/dev/null; rm -rf runs)
