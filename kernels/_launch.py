@@ -34,16 +34,12 @@ from triton import knobs
 INTERPRETER = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 if torch.cuda.is_available() and not INTERPRETER:
-    _raw_stream = torch._C._cuda_getCurrentRawStream
+    # The raw handle of the current CUDA stream of a device index (what Triton launches on).
+    current_stream = torch._C._cuda_getCurrentRawStream
 else:  # pragma: no cover - CPU machines never take the fast path
 
-    def _raw_stream(index: int) -> int:
+    def current_stream(index: int) -> int:
         raise RuntimeError("no CUDA device")
-
-
-def current_stream(device_index: int) -> int:
-    """The raw handle of the current CUDA stream of ``device_index`` (what Triton launches on)."""
-    return _raw_stream(device_index)
 
 
 class FastKernel:
@@ -87,7 +83,7 @@ class FastKernel:
                 grid[0],
                 grid[1],
                 grid[2],
-                _raw_stream(device_index),
+                current_stream(device_index),
                 function,
                 metadata,
                 None,

@@ -618,15 +618,29 @@ def run_rows(
 
 class _Prepared:
     """The launches of one plan for one layout, dtypes and device, resolved once: each call
-    passes raw pointers and strides straight to the compiled kernels' launchers."""
+    passes raw pointers and strides straight to the compiled kernels' launchers (no argument
+    binding, no specialization key, no ``data_ptr()`` or pointer-attribute query per tensor
+    inside the launcher, no launch hooks)."""
 
-    __slots__ = ("acc64", "bound", "index", "plan", "steps")
+    __slots__ = ("acc64", "bound", "index", "plan", "single", "steps")
 
     def __init__(self, plan: RowPlan, steps: list[_Step], index: int, acc64: bool) -> None:
         self.plan, self.steps, self.index, self.acc64 = plan, steps, index, acc64
         self.bound: list[tuple[Any, ...] | None] = [None] * len(steps)
+        # One launch over (a, b, out) with no scratch (block and looped plans): the whole
+        # call in one tuple, bound after the first launch compiled the kernel.
+        self.single: tuple[Any, ...] | None = None
 
     def __call__(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, n_rows: int) -> None:
+        single = self.single
+        if single is not None:
+            launch, function, metadata, coop, pdl, rows_per_program, consts = single
+            launch(
+                -(-n_rows // rows_per_program), 1, 1, current_stream(self.index), function, coop, pdl,
+                None, None, metadata, None, None, None,
+                a.data_ptr(), b.data_ptr(), out.data_ptr(), n_rows, a.stride(0), b.stride(0), out.stride(0), *consts,
+            )  # fmt: skip
+            return
         plan = self.plan
         strides = (a.stride(0), b.stride(0), out.stride(0))
         scratch = _scratch(plan, n_rows, self.index, self.acc64) if plan.kind == "split" else None
@@ -643,8 +657,11 @@ class _Prepared:
                 )  # fmt: skip
                 launcher = compiled.run
                 if launcher.global_scratch_size == 0 and launcher.profile_scratch_size == 0:
-                    self.bound[i] = (launcher.launch, compiled.function, compiled.packed_metadata,
-                                     launcher.launch_cooperative_grid, launcher.launch_pdl)  # fmt: skip
+                    bound = (launcher.launch, compiled.function, compiled.packed_metadata,
+                             launcher.launch_cooperative_grid, launcher.launch_pdl)  # fmt: skip
+                    self.bound[i] = bound
+                    if len(self.steps) == 1 and step.roles == ("a", "b", "out"):
+                        self.single = (*bound, step.rows_per_program, step.consts)
                 continue
             if stream == -1:
                 stream = current_stream(self.index)
@@ -654,6 +671,10 @@ class _Prepared:
                 ptrs.update({k: v.data_ptr() for k, v in scratch.items()})
             launch(grid, 1, 1, stream, function, coop, pdl, None, None, metadata, None, None, None,
                    *[ptrs[r] for r in step.roles], n_rows, *strides, *step.consts)  # fmt: skip
+
+
+_HOOKS = knobs.runtime.launch_enter_hook  # a profiler's hooks need Triton's own launch path
+_current_device = getattr(torch._C, "_cuda_getDevice", lambda: -1)  # torch.cuda.current_device, without its Python
 
 
 class RowCall:
@@ -686,7 +707,7 @@ class RowCall:
     ) -> _Prepared | None:
         """The prepared launch for a call, or ``None`` where the fast path does not apply."""
         index = a.get_device()
-        if index < 0 or INTERPRETER or knobs.runtime.launch_enter_hook.calls or index != torch.cuda.current_device():
+        if index < 0 or INTERPRETER or _HOOKS.calls or index != _current_device():
             return None
         n_rows, width = a.shape
         th = self._thresholds.get(index)

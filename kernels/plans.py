@@ -182,12 +182,16 @@ def plan_columns(n_rows: int, width: int, sm_count: int, block_cols: int = 256) 
 
 
 # Softmax's policies (kernels/softmax.py launches with them; the site scores them on the
-# row-plan grid).  Forward: rows up to 32 KB (bf16: 16384 elements, alignment window
-# included) stay whole in registers, which the first grid on the H200 (run
-# rowgrid-20261129T222527Z-46370dc) showed beating both loops at every row count up to that
-# width; wider rows loop over 4096-element chunks or, with fewer rows than SMs, split.
-# The row-plan grid page reports the regret of this policy and of the one fitted on a grid run.
-SOFTMAX_POLICY = RowPolicy(max_block_bytes=32 * 1024, chunk=4096)
+# row-plan grid).  The forward's thresholds were fitted on the row-plan grid run
+# rowgrid-20261129T231137Z-96cdb83 (H200; the lowest mean regret of 192 candidate policies,
+# 2.6%) and scored on the held-out run rowgrid-20261129T232026Z-96cdb83 (mean regret 2.6%,
+# 90th percentile 11%, 35 of 300 cells over 10%).  The hand-set policy they replace (loops of
+# 4096, splits of 4096 below one row per SM) had a mean regret of 7.4% on the held-out run.
+# Rows up to 32 KB stay whole in registers; wider rows loop over 8192-element chunks, or split
+# into 2048-element chunks while there are fewer than two rows per SM.
+SOFTMAX_POLICY = RowPolicy(
+    max_block_bytes=32 * 1024, chunk=8192, split_chunk=2048, narrow_split_chunk=2048, split_rows_per_sm=2.0
+)
 # The backward holds y and dy but does no exp: whole rows of up to 64 KB stay in registers
 # faster than looping re-reads them (H200, 8192 x 32768 bf16: 389 µs as one block against
 # 527 µs looped in 8192 chunks; notes/2026-11-29-tune-plans-2545267.log).

@@ -1000,6 +1000,53 @@ def _decision(results: StudyResults, targets: list[Claim]) -> dict[str, Any]:
     }
 
 
+_ELEM_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8}
+
+
+def _shipped_plan(c: CaseResult, backward: bool) -> str:
+    """The plan the shipped planner (kernels/plans.py) picks for a case, as ``kind-block``."""
+    from kernels.plans import SOFTMAX_BACKWARD_POLICY, SOFTMAX_POLICY, VECTOR_BYTES, plan_rows
+
+    rows, cols, elem = c.params["rows"], c.params["cols"], _ELEM_BYTES[c.params["dtype"]]
+    vec = VECTOR_BYTES // elem
+    pad = vec - 1 if rows > 1 and cols % vec else 0
+    policy = SOFTMAX_BACKWARD_POLICY if backward else SOFTMAX_POLICY
+    plan = plan_rows(rows, cols, elem, int(c.run.env["gpu"]["sm_count"]), policy, None, pad)
+    return f"{plan.kind}-{plan.block}"
+
+
+def _planner_current(results: StudyResults) -> Claim | None:
+    """Whether the planner's choices timed in the runs are the shipped planner's: a planner
+    refitted after a run leaves the run's "ours" column timing the earlier choice."""
+    checked, stale = 0, []
+    for c in sorted(results.cases.values(), key=lambda c: c.case_id):
+        ours = c.variants.get(OURS)
+        if ours is None or "plan" not in ours.meta or "block" not in ours.meta:
+            continue
+        timed = [(f"{ours.meta['plan']}-{ours.meta['block']}", _shipped_plan(c, False))]
+        back = ours.meta.get("backward")
+        if isinstance(back, dict) and "plan" in back:
+            timed.append((f"{back['plan']}-{back['block']}", _shipped_plan(c, True)))
+        checked += 1
+        if any(t != s for t, s in timed):
+            stale.append((c, "; ".join(f"timed {t}, now {s}" for t, s in timed if t != s)))
+    if not checked:
+        return None
+    listed = "; ".join(f"{c.case_id} ({why})" for c, why in stale[:10])
+    return Claim(
+        "planner-current",
+        sentence(
+            "The plan our column timed is the one the shipped planner (kernels/plans.py) picks in {k} of {n} "
+            "cases. Where it is not, the run timed an earlier planner's choice; the forced-plan columns of the "
+            "wide-row table show what each plan costs there.",
+            k=Num(checked - len(stale), "count"),
+            n=Num(checked, "count"),
+        ),
+        not stale,
+        evidence=sentence("Earlier choices: {cases}", cases=listed) if stale else Markup(""),
+    )
+
+
 def _policy() -> dict[str, int]:
     """The forward and backward block limits, read from the planner (set, not measured)."""
     from kernels.plans import SOFTMAX_BACKWARD_POLICY, SOFTMAX_POLICY
@@ -1048,7 +1095,7 @@ def context(results: StudyResults) -> dict[str, Any]:
         "has_eager": bool(eager),
         "charts": {c.id: c for c in charts},
         "targets": targets,
-        "observations": _observations(results),
+        "observations": [o for o in (*_observations(results), _planner_current(results)) if o is not None],
         "decision": _decision(results, targets),
         "directions": DIRECTIONS,
         "peers": PEERS,
