@@ -93,9 +93,7 @@ class FastKernel:
                 *consts,
             )
             return
-        compiled = self.fn[grid](
-            *args, **dict(zip(self.const_names, consts, strict=True)), num_warps=num_warps, num_stages=num_stages
-        )
+        compiled = self.launch_uncached(grid, args, consts, num_warps, num_stages)
         if not INTERPRETER and compiled is not None and hasattr(compiled, "function"):
             self._cache[full_key] = (compiled.run, compiled.function, compiled.packed_metadata)
 
@@ -106,15 +104,9 @@ class FastKernel:
         consts: tuple[Any, ...],
         num_warps: int,
         num_stages: int = 3,
-    ) -> None:
-        """Triton's own launch path, every time (the dispatch study times what the cache saves)."""
-        self.fn[grid](
+    ) -> Any:
+        """Triton's own launch path, every time (the dispatch study times what the cache saves);
+        returns Triton's compiled kernel."""
+        return self.fn[grid](
             *args, **dict(zip(self.const_names, consts, strict=True)), num_warps=num_warps, num_stages=num_stages
         )
-
-    def compiled_for(self, key: tuple[Any, ...], consts: tuple[Any, ...], num_warps: int, num_stages: int = 3) -> Any:
-        """The cached launcher entry for a key (tests compare it with Triton's own choice)."""
-        return self._cache.get((key, consts, num_warps, num_stages))
-
-    def clear(self) -> None:
-        self._cache.clear()

@@ -171,6 +171,16 @@ def row_window(rows, stride, VEC: tl.constexpr, ALIGN: tl.constexpr):
 
 
 @triton.jit
+def row_bases(rows, a_stride, b_stride, out_stride, VEC: tl.constexpr, ALIGN: tl.constexpr):
+    """The window bases of a, b and out for ``[R]`` rows, and the rows' lead, as ``[R, 1]``
+    columns (rows read together share one lead: :func:`row_layout` promises it)."""
+    a_base, lead = row_window(rows, a_stride, VEC, ALIGN)
+    b_base, _lead_b = row_window(rows, b_stride, VEC, ALIGN)
+    o_base, _lead_o = row_window(rows, out_stride, VEC, ALIGN)
+    return a_base[:, None], b_base[:, None], o_base[:, None], lead[:, None]
+
+
+@triton.jit
 def window_masks(k, lead, WIDTH: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr):
     """Masks over window offsets ``k`` ([R, B]) of rows with ``lead`` ([R, 1]):
     ``load``: the 16-byte group touches the row (constant per group, so loads vectorize);
@@ -284,10 +294,7 @@ def row_block_kernel(
     # One read of ROWS whole rows into registers and one write: the minimum traffic.
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     live = (rows < n_rows)[:, None]
-    a_base, lead = row_window(rows, a_stride, VEC, ALIGN)
-    b_base, _lead_b = row_window(rows, b_stride, VEC, ALIGN)
-    o_base, _lead_o = row_window(rows, out_stride, VEC, ALIGN)
-    a_base, b_base, o_base, lead = a_base[:, None], b_base[:, None], o_base[:, None], lead[:, None]
+    a_base, b_base, o_base, lead = row_bases(rows, a_stride, b_stride, out_stride, VEC, ALIGN)
     k = tl.arange(0, BLOCK)[None, :]
     load, inside, store = window_masks(k, lead, WIDTH, VEC, ALIGN)
     a, b = _load_ab(a_ptr, b_ptr, a_base, b_base, k, load & live, inside, A_CAST, A_FILL, HAS_B, ACC, "")
@@ -312,10 +319,7 @@ def row_looped_kernel(
     # backwards, so its first reads are the chunks pass 1 loaded last, still in L2 (and pass
     # 1 asked L2 to keep them; pass 2 lets them go).
     rows = tl.program_id(0).to(tl.int64) + tl.arange(0, 1)
-    a_base, lead = row_window(rows, a_stride, VEC, ALIGN)
-    b_base, _lead_b = row_window(rows, b_stride, VEC, ALIGN)
-    o_base, _lead_o = row_window(rows, out_stride, VEC, ALIGN)
-    a_base, b_base, o_base, lead = a_base[:, None], b_base[:, None], o_base[:, None], lead[:, None]
+    a_base, b_base, o_base, lead = row_bases(rows, a_stride, b_stride, out_stride, VEC, ALIGN)
     PAD: tl.constexpr = VEC - 1 if ALIGN == 2 else 0
     NCHUNK: tl.constexpr = (WIDTH + PAD + BLOCK - 1) // BLOCK
     WIDE: tl.constexpr = WIDTH + PAD + BLOCK >= 2**31
@@ -363,9 +367,7 @@ def row_split_reduce_kernel(
     PAD: tl.constexpr = VEC - 1 if ALIGN == 2 else 0
     WIDE: tl.constexpr = WIDTH + PAD + BLOCK >= 2**31
     row, chunk, first = _split_position(tl.program_id(0), BLOCK, CHUNKS, SPAN, WIDE)
-    a_base, lead = row_window(row, a_stride, VEC, ALIGN)
-    b_base, _lead_b = row_window(row, b_stride, VEC, ALIGN)
-    a_base, b_base, lead = a_base[:, None], b_base[:, None], lead[:, None]
+    a_base, b_base, _o_base, lead = row_bases(row, a_stride, b_stride, out_stride, VEC, ALIGN)
     m = tl.full((1,), float("-inf"), ACC)
     s = tl.zeros((1,), ACC)
     for j in tl.range(0, SPAN):
@@ -407,10 +409,7 @@ def row_split_apply_kernel(
     PAD: tl.constexpr = VEC - 1 if ALIGN == 2 else 0
     WIDE: tl.constexpr = WIDTH + PAD + BLOCK >= 2**31
     row, _chunk, first = _split_position(tl.program_id(0), BLOCK, CHUNKS, SPAN, WIDE)
-    a_base, lead = row_window(row, a_stride, VEC, ALIGN)
-    b_base, _lead_b = row_window(row, b_stride, VEC, ALIGN)
-    o_base, _lead_o = row_window(row, out_stride, VEC, ALIGN)
-    a_base, b_base, o_base, lead = a_base[:, None], b_base[:, None], o_base[:, None], lead[:, None]
+    a_base, b_base, o_base, lead = row_bases(row, a_stride, b_stride, out_stride, VEC, ALIGN)
     m, s = _merge_row_stats(stats_ptr, row, CHUNKS, COMBINE, ACC, "")
     for j in tl.range(0, SPAN):
         k = _chunk_offsets(first + j, BLOCK, WIDE)
@@ -437,10 +436,7 @@ def row_split_one_launch_kernel(
     # sync[0] hands out tickets in start order; sync[1 + row] counts the row's published chunks.
     row, chunk = take_ticket(sync_ptr, CHUNKS)
     rows = row + tl.arange(0, 1)
-    a_base, lead = row_window(rows, a_stride, VEC, ALIGN)
-    b_base, _lead_b = row_window(rows, b_stride, VEC, ALIGN)
-    o_base, _lead_o = row_window(rows, out_stride, VEC, ALIGN)
-    a_base, b_base, o_base, lead = a_base[:, None], b_base[:, None], o_base[:, None], lead[:, None]
+    a_base, b_base, o_base, lead = row_bases(rows, a_stride, b_stride, out_stride, VEC, ALIGN)
     k = chunk * BLOCK + tl.arange(0, BLOCK)[None, :]
     load, inside, store = window_masks(k, lead, WIDTH, VEC, ALIGN)
     a, b = _load_ab(a_ptr, b_ptr, a_base, b_base, k, load, inside, A_CAST, A_FILL, HAS_B, ACC, "")

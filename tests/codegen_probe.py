@@ -65,10 +65,24 @@ def main() -> None:
                 {**c, "COMBINE": op.combine, "APPLY": op.apply, "CHUNKS": 13, "SPAN": 1},
                 8,
             )
+            reduce = compile_kernel(
+                rw.row_split_reduce_kernel,
+                {"a_ptr": "*bf16", "b_ptr": "*bf16", "stats_ptr": "*fp32"},
+                {**c, "ACCUMULATE": op.accumulate, "CHUNKS": 13, "SPAN": 2},
+                8,
+            )
+            one = compile_kernel(
+                rw.row_split_one_launch_kernel,
+                {**ab_out, "stats_ptr": "*fp32", "sync_ptr": "*i32"},
+                {**c, "ACCUMULATE": op.accumulate, "COMBINE": op.combine, "APPLY": op.apply, "CHUNKS": 13},
+                8,
+            )
             block = compile_kernel(
                 rw.row_block_kernel, ab_out, {**c, "BLOCK": 65536, "ROWS": 1, "ROW_FN": op.row, "APPLY": op.apply}, 16
             )
-            for plan, report in (("looped", looped), ("split-apply", apply), ("block", block)):
+            reports = (("looped", looped), ("split-apply", apply), ("split-reduce", reduce), ("one-launch", one),
+                       ("block", block))  # fmt: skip
+            for plan, report in reports:
                 print(json.dumps({"op": name, "width": width, "align": align, "plan": plan, **report}), flush=True)
 
 

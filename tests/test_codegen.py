@@ -23,9 +23,10 @@ def reports() -> list[dict]:
 
 def test_misaligned_and_odd_width_rows_load_and_store_16_byte_vectors(reports) -> None:
     windowed = [r for r in reports if r["align"] in (1, 2)]
-    assert len(windowed) == 12
+    assert len(windowed) == 20
     for r in windowed:
-        assert r["vector_loads"] > 0 and r["vector_stores"] > 0, r
+        assert r["vector_loads"] > 0, r
+        assert r["vector_stores"] > 0 or r["plan"] == "split-reduce", r  # the reduce pass writes statistics only
         # Only the at most two partial 16-byte groups at a row's ends go element by element.
         assert r["scalar_16bit_loads"] <= 8 and r["scalar_16bit_stores"] <= 1, r
 
