@@ -50,7 +50,7 @@ FORMATS = {
     "GBps": lambda v: f"{v:,.0f} GB/s",
     "GBps_bare": lambda v: f"{v:,.0f}",
     "TFLOPs": lambda v: f"{v:,.0f} TFLOP/s",
-    "pct": lambda v: f"{v:.1f}%" if abs(v) < 10 else f"{v:.0f}%",
+    "pct": lambda v: f"{v:.1f}%" if abs(v) < 100 else f"{v:.0f}%",  # one decimal: 94.7% is not 95%
     "pct_signed": lambda v: f"{v:+.1f}%",
     "x": lambda v: f"{v:.2f}×",
     "x_set": lambda v: f"{v:g}×",
