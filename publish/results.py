@@ -8,10 +8,9 @@ interleaved, on the same GPU state), never across runs.  Each value leaves here 
 from __future__ import annotations
 
 import dataclasses
-import statistics
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal
 
 from publish.numbers import Num, Source
 from publish.runs import Run
@@ -179,44 +178,31 @@ class CaseResult:
         note = f"median of {minuend} {sa.median:.4g} µs minus median of {subtrahend} {sb.median:.4g} µs"  # type: ignore[union-attr]
         return Num(sa.median - sb.median, "us", (a.source("median"), b.source("median")), note=note)  # type: ignore[union-attr]
 
-    def speedup(self, ours: str, peer: str) -> Num | None:
-        """How many times faster ``ours`` ran than ``peer``: peer median / our median.
-
-        Counted as a win or a loss only when the 95% interval excludes 1.00x *and*, where
-        the case was measured in several runs, the difference exceeds the run-to-run spread
-        of this ratio; otherwise it is shown as unresolved."""
-        a, b = self.get(ours), self.get(peer)
-        if a is None or b is None:
+    def verdict(self, ours: str, other: str) -> Verdict | None:
+        """Whether ``ours`` beat ``other`` in this case, by the one rule (:func:`verdict`):
+        the ratio of their medians in this run, and its spread across every run that measured
+        the case."""
+        r = self.ratio(other, ours)
+        if r is None:
             return None
-        r = self.ratio(peer, ours)
-        assert r is not None
-        notes = [
-            f"{peer} {b.summary.median:.4g} µs / {ours} {a.summary.median:.4g} µs; "  # type: ignore[union-attr]
-            f"95% interval {r.lo:.3f}-{r.hi:.3f}×"
-        ]
-        resolved = r.resolved
-        spread = self.run_spread(peer, ours)
-        if spread is not None:
-            values, rel = spread
-            notes.append(
-                f"across {len(values)} runs {min(values):.3f}-{max(values):.3f}× (run-to-run spread {100 * rel:.1f}%)"
-            )
-            if abs(r.value - 1) <= rel:
-                resolved = False
-                notes.append("the difference is within the run-to-run spread")
-        if not r.resolved:
-            notes.append("the intervals overlap")
-        notes.append("resolved" if resolved else "unresolved: shown as a tie")
-        css = "tie" if not resolved else ("win" if r.value > 1 else "loss")
-        return Num(r.value, "x", (a.source("median"), b.source("median")), note="; ".join(notes), css=css)
+        return verdict(r, self.run_spread(other, ours))
 
-    def run_spread(self, num: str, den: str) -> tuple[list[float], float] | None:
-        """This ratio in every run that measured the case, and its spread: (max - min) / median."""
+    def speedup(self, ours: str, peer: str) -> Num | None:
+        """How many times faster ``ours`` ran than ``peer``: peer median / our median, coloured
+        by :meth:`verdict` (win, loss, or unresolved, shown as a tie)."""
+        a, b = self.get(ours), self.get(peer)
+        v = self.verdict(ours, peer)
+        if a is None or b is None or v is None:
+            return None
+        head = f"{peer} {b.summary.median:.4g} µs / {ours} {a.summary.median:.4g} µs"  # type: ignore[union-attr]
+        return Num(v.ratio.value, "x", (a.source("median"), b.source("median")), note=f"{head}; {v.note()}", css=v.css)
+
+    def run_spread(self, num: str, den: str) -> RunSpread | None:
+        """This ratio in every run that measured the case, and its spread (largest / smallest - 1)."""
         values = [r.value for c in self.repeats if (r := c.ratio(num, den)) is not None]
         if len(values) < 2:
             return None
-        values.sort()
-        return values, (values[-1] - values[0]) / statistics.median(values)
+        return RunSpread(spread(values), f"across {len(values)} runs {min(values):.3f}-{max(values):.3f}×")
 
     def ratio(self, num: str, den: str) -> Ratio | None:
         a, b = self.get(num), self.get(den)
@@ -227,6 +213,87 @@ class CaseResult:
     @property
     def shape(self) -> str:
         return f"{self.params['rows']}×{self.params['cols']}"
+
+
+# ----------------------------------------------------------------------------- the one verdict
+#
+# Every win, loss and "unresolved" on the site (tables, claims, targets, the decision card,
+# charts, the Compare page and `python -m bench compare`) is decided by :func:`verdict`.
+# Nothing else compares two medians to call a winner.
+
+
+def distance(value: float) -> float:
+    """How far a ratio is from 1.00×, symmetrically: 0.80× and 1.25× are both 25% away."""
+    return max(value, 1 / value) - 1
+
+
+def spread(values: list[float]) -> float:
+    """The run-to-run spread of a ratio (or a time) measured in several runs: largest /
+    smallest - 1.  The Stability page's "agree within 5%" is this number at most 0.05."""
+    return max(values) / min(values) - 1
+
+
+@dataclass(frozen=True)
+class RunSpread:
+    """How much a ratio moved between runs: ``value`` as :func:`spread` gives it, and where it
+    was measured, in words (e.g. "across 3 runs 0.96-1.02×")."""
+
+    value: float
+    measured: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of one comparison.  ``ratio`` is the other side's time over ours: above
+    1.00× ours was faster."""
+
+    outcome: Literal["win", "loss", "unresolved"]
+    ratio: Ratio
+    run_spread: RunSpread | None
+    reasons: tuple[str, ...]  # why it is unresolved (empty when resolved)
+
+    @property
+    def resolved(self) -> bool:
+        return self.outcome != "unresolved"
+
+    @property
+    def css(self) -> str:
+        """The class a number showing this comparison carries: unresolved is shown as a tie."""
+        return "tie" if self.outcome == "unresolved" else self.outcome
+
+    def note(self) -> str:
+        parts = [f"95% interval {self.ratio.lo:.3f}-{self.ratio.hi:.3f}×"]
+        if self.run_spread is not None:
+            parts.append(f"{self.run_spread.measured} (run-to-run spread {100 * self.run_spread.value:.1f}%)")
+        parts += list(self.reasons)
+        parts.append(f"verdict: {self.outcome}" + (" (shown as a tie)" if not self.resolved else ""))
+        return "; ".join(parts)
+
+
+def verdict(r: Ratio, run_spread: RunSpread | None = None, *, p: float | None = None, alpha: float = 0.01) -> Verdict:
+    """The one rule that decides win / loss / unresolved, for every comparison on the site.
+
+    ``r`` is the other side's median over ours, with the 95% interval of that ratio from the
+    two medians' intervals.  It is a win (above 1.00×) or a loss (below) only when
+
+    - the interval excludes 1.00× (the samples inside the run separate), and
+    - where a significance test was run over the samples (``p``), it is below ``alpha``, and
+    - where the comparison was measured in several runs (or a noise floor is known), its
+      distance from 1.00× exceeds that run-to-run spread: samples inside one run cannot
+      show how much runs differ.
+
+    Otherwise it is *unresolved*, and the page shows it as a tie."""
+    reasons = []
+    if not r.resolved:
+        reasons.append("the 95% interval includes 1.00×")
+    if p is not None and not p < alpha:
+        reasons.append(f"p = {p:.2g} is not below {alpha:g}")
+    if run_spread is not None and distance(r.value) <= run_spread.value:
+        reasons.append("the difference is within the run-to-run spread")
+    outcome: Literal["win", "loss", "unresolved"] = "unresolved"
+    if not reasons:
+        outcome = "win" if r.value > 1 else "loss"
+    return Verdict(outcome, r, run_spread, tuple(reasons))
 
 
 class StudyResults:

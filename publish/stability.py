@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from publish.results import CaseResult, StudyResults
+from publish.results import CaseResult, StudyResults, spread
 
 LEVELS = (0.05, 0.10)
 
@@ -34,9 +34,9 @@ def suites(results: StudyResults, ours: str, peers: list[str]) -> list[Suite]:
                 continue
             suite.comparisons += 1
             suite.runs |= {c.run.run_id for c in case.repeats}
-            spread = max(values) / min(values) - 1
+            moved = spread(values)  # the run-to-run spread the one verdict weighs
             for level in LEVELS:
-                suite.within[level] += spread <= level
-            if suite.widest is None or spread > suite.widest[0]:
-                suite.widest = (spread, case, peer)
+                suite.within[level] += moved <= level
+            if suite.widest is None or moved > suite.widest[0]:
+                suite.widest = (moved, case, peer)
     return [s for s in out.values() if s.comparisons]

@@ -352,7 +352,7 @@ def observations(cases: list[CaseResult], chains: list[CaseResult], run: Run | N
     sixteen = [c for c in chains if int(c.params["chain"]) > 1 and c.params.get("measure") == "user"]
     verdicts = [(c, x) for c in sixteen if (x := c.speedup("ours/reduce-overhead", "ours/eager")) is not None]
     if verdicts:
-        wins = [c for c, x in verdicts if x.css == "win"]
+        wins = [c for c, _ in verdicts if c.verdict("ours/reduce-overhead", "ours/eager").outcome == "win"]  # type: ignore[union-attr]
         best = max(verdicts, key=lambda cx: cx[1].value)
         out.append(
             Claim(

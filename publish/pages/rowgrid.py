@@ -136,11 +136,11 @@ def _no_slower(cells: list[Cell], peer: str) -> tuple[int, int]:
     """(cells where ours is no slower than ``peer`` by the site's one verdict, cells compared)."""
     n = k = 0
     for cell in cells:
-        x = cell.case.speedup(OURS, peer)
-        if x is None:
+        v = cell.case.verdict(OURS, peer)
+        if v is None:
             continue
         n += 1
-        k += x.css != "loss"
+        k += v.outcome != "loss"
     return k, n
 
 
@@ -402,8 +402,8 @@ def observations(a: Analysis) -> list[Claim]:
     one = []
     for c in cells:
         for name in c.case.variants:
-            if ONE_LAUNCH.match(name) and (m := c.case.get(name)) and c.best_time is not None:
-                one.append((c, name, m.summary.median < c.best_time))  # type: ignore[union-attr]
+            if ONE_LAUNCH.match(name) and c.case.get(name) and c.best is not None:
+                one.append((c, name, (v := c.case.verdict(name, c.best)) is not None and v.outcome == "win"))
     if one:
         faster = [c for c, _, f in one if f]
         out.append(

@@ -321,7 +321,7 @@ def losses_table(results: StudyResults, *, eager: bool = False) -> tuple[Table, 
             ours, theirs = c.get(OURS), c.get(peer)
             assert ours is not None and theirs is not None
             speedup = c.speedup(OURS, peer)
-            resolved = speedup is not None and speedup.css == "loss"
+            resolved = _outcome(c, peer) == "loss"
             close = r.lo >= 1 - CLOSE.value / 100
             key = _why(case, peer, resolved, close, eager)
             used[key] = reasons[key]
@@ -464,13 +464,20 @@ def _no_slower(peer: str, eager: bool = False) -> Callable[[CaseResult], tuple[M
         if x is None:
             missing = OURS if view.get(OURS) is None else peer
             return sentence("not measured ({why})", why=_refusal(view, missing).title or "no samples"), False
-        return sentence("{x} ({verdict})", x=x, verdict=_verdict(x)), x.css != "loss"
+        outcome = _outcome(view, peer)
+        return sentence("{x} ({verdict})", x=x, verdict=_VERDICT_WORDS[outcome]), outcome != "loss"
 
     return evaluate
 
 
-def _verdict(x: Num) -> str:
-    return {"win": "faster", "loss": "slower", "tie": "a tie"}.get(x.css, x.css)
+_VERDICT_WORDS = {"win": "faster", "loss": "slower", "unresolved": "unresolved", None: "not compared"}
+
+
+def _outcome(c: CaseResult, peer: str, ours: str = OURS) -> str | None:
+    """The one verdict (publish.results.verdict) on ours against ``peer`` in this case:
+    "win", "loss", "unresolved", or None where either has no time."""
+    v = c.verdict(ours, peer)
+    return v.outcome if v is not None else None
 
 
 def _copy_share(target: Num) -> Callable[[CaseResult], tuple[Markup, bool]]:
@@ -495,9 +502,8 @@ def _vs_quack(c: CaseResult) -> tuple[Markup, bool]:
     ratio = c.time_ratio(OURS, "quack")
     if ratio is None:
         return sentence("not measured ({why})", why=_refusal(c, OURS).title or "no samples"), False
-    x = c.speedup(OURS, "quack")
     text = sentence("ours took {r} of QuACK's time", r=ratio)
-    if x is not None and x.css == "loss":
+    if _outcome(c, "quack") == "loss":
         ours = c.get(OURS)
         plan = ours.meta.get("plan") if ours is not None else None
         why = WHY_QUACK if plan in ("looped", "split") else "Why is not yet explained (our block plan reads once too)."
@@ -527,7 +533,7 @@ def _eager_liger(results: StudyResults) -> Claim:
     both = {c.case_id for c in accepted if c.eager().get("liger") is not None and c.eager().get(OURS) is not None}
     measured = [c for c in accepted if c.case_id in both]
     missing = [c for c in accepted if c.case_id not in both]
-    losses = [c for c in measured if (x := c.eager().speedup(OURS, "liger")) is not None and x.css == "loss"]
+    losses = [c for c in measured if _outcome(c.eager(), "liger") == "loss"]
     text = head + sentence(
         " Of {n} cases Liger accepts, {m} have eager samples of both; ours was slower (resolved) in {k} of them.",
         n=Num(len(accepted), "count"),
@@ -643,22 +649,37 @@ def _cases(label: str, cases: list[CaseResult]) -> Markup:
 
 
 def _pairwise(
-    claim_id: str, cases: list[CaseResult], fast: str, slow: str, text: str, holds: Callable[[int, int], bool]
+    claim_id: str,
+    cases: list[CaseResult],
+    fast: str,
+    slow: str,
+    text: str,
+    holds: Callable[[int, int, int], bool],
 ) -> Claim | None:
-    """A claim that variant ``fast`` beats ``slow`` over ``cases``: how often, and by how much
-    at most.  ``text`` has the slots {k}, {n}, {x} and {case}."""
-    ratios = {c.case_id: r.value for c in cases if (r := c.ratio(slow, fast)) is not None}
-    if not ratios:
+    """A claim that variant ``fast`` beats ``slow`` over ``cases``, counted by the one verdict:
+    ``text`` has the slots {k} (wins of ``fast``), {l} (its losses), {u} (unresolved), {n},
+    and {x} and {case} for the widest gap; ``holds(wins, losses, n)``."""
+    outcomes = {c.case_id: o for c in cases if (o := _outcome(c, slow, fast)) is not None}
+    if not outcomes:
         return None
-    wins = [c for c in cases if ratios.get(c.case_id, 0) > 1]
-    best = max((c for c in cases if c.case_id in ratios), key=lambda c: ratios[c.case_id])
+    compared = [c for c in cases if c.case_id in outcomes]
+    wins = [c for c in compared if outcomes[c.case_id] == "win"]
+    losses = [c for c in compared if outcomes[c.case_id] == "loss"]
+    best = max(compared, key=lambda c: c.ratio(slow, fast).value)  # type: ignore[union-attr]
     return Claim(
         claim_id,
         sentence(
-            text, k=Num(len(wins), "count"), n=Num(len(ratios), "count"), x=best.speedup(fast, slow), case=best.case_id
-        ),  # type: ignore[arg-type]
-        holds(len(wins), len(ratios)),
-        evidence=_cases(f"{slow} was faster", [c for c in cases if c.case_id in ratios and c not in wins]),
+            text,
+            k=Num(len(wins), "count"),
+            l=Num(len(losses), "count"),
+            u=Num(len(compared) - len(wins) - len(losses), "count"),
+            n=Num(len(compared), "count"),
+            x=best.speedup(fast, slow),  # type: ignore[arg-type]
+            case=best.case_id,
+        ),
+        holds(len(wins), len(losses), len(compared)),
+        evidence=_cases(f"{slow} was faster", losses)
+        + _cases("unresolved", [c for c in compared if c not in wins + losses]),
     )
 
 
@@ -720,7 +741,7 @@ def _observations(results: StudyResults) -> list[Claim]:
             "triton-looped",
             "Device time (graph replay): splitting a row across programs pays when rows are fewer than the SMs: the "
             "split plan beat the looped plan in {k} of {n} such cases, by up to {x} ({case}).",
-            lambda k, n: k == n,
+            lambda won, lost, n: won == n,
         ),
         _pairwise(
             "one-launch-split-loses",
@@ -729,8 +750,8 @@ def _observations(results: StudyResults) -> list[Claim]:
             "triton-split-1launch",
             "Device time (graph replay), a negative result: the one-launch split, which reads each row once "
             "instead of twice, was slower than the two-launch split in {k} of {n} bf16 and fp16 wide cases (at "
-            "least nine in ten), by up to {x} ({case}).",
-            lambda k, n: k >= 0.9 * n,
+            "least four in five), faster in {l} and unresolved in {u}; the widest gap {x} ({case}).",
+            lambda won, lost, n: won >= 0.8 * n and lost <= 0.1 * n,
         ),
         _pairwise(
             "one-launch-split-fp32",
@@ -739,7 +760,7 @@ def _observations(results: StudyResults) -> list[Claim]:
             "triton-split",
             "Device time (graph replay): in fp32, where a 4096-wide chunk is twice the bytes, the one-launch split won "
             "{k} of {n} cases (best {x} at {case}).",
-            lambda k, n: k > 0,
+            lambda won, lost, n: won > 0,
         ),
     ]
     out += [c for c in claims if c is not None]
@@ -766,7 +787,6 @@ def _observations(results: StudyResults) -> list[Claim]:
         )
     big = results.find(direction="fwd", dtype="bf16", rows=16384, cols=4096, l2="cold")
     if big is not None and big.get("liger") is not None and big.get(OURS) is not None:
-        r = big.ratio("liger", OURS)
         out.append(
             Claim(
                 "dram-bound-tie",
@@ -777,7 +797,7 @@ def _observations(results: StudyResults) -> list[Claim]:
                     b=big.get("liger").pct_copy(),
                     x=big.speedup(OURS, "liger"),
                 ),  # type: ignore[union-attr, arg-type]
-                r is not None and abs(r.value - 1) < 0.03,
+                _outcome(big, "liger") == "unresolved",
             )
         )
         eager = big.speedup(OURS, "eager")
@@ -790,7 +810,7 @@ def _observations(results: StudyResults) -> list[Claim]:
                         "(upcast, max, subtract, exp, sum, divide) took {x} as long as ours at 16384×4096 bf16.",
                         x=eager,
                     ),
-                    eager.value > 5,
+                    eager.value > 5 and _outcome(big, "eager") == "win",
                 )
             )
     out += _quack_observations(results)
@@ -898,7 +918,7 @@ def _eager_observations(results: StudyResults) -> list[Claim]:
             if dev is None or eag is None:
                 continue
             compared += 1
-            if dev.css != "loss" and eag.css == "loss":
+            if _outcome(c, peer) != "loss" and _outcome(e, peer) == "loss":
                 flips.append((c, peer, dev, eag))
     if not compared:
         return []
@@ -941,7 +961,7 @@ def _losses_by_peer(cases: list[CaseResult]) -> tuple[dict[str, list[CaseResult]
     beaten_by: dict[str, list[CaseResult]] = {}
     ahead_or_tied = 0
     for c in cases:
-        losses = [p for p in PEERS if (x := c.speedup(OURS, p)) is not None and x.css == "loss"]
+        losses = [p for p in PEERS if _outcome(c, p) == "loss"]
         for p in losses:
             beaten_by.setdefault(p, []).append(c)
         ahead_or_tied += not losses
