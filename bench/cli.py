@@ -64,7 +64,19 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("run_b", help="run id (or path): the run compared with it")
     cmp.add_argument("--threshold", type=float, default=0.05, help="smallest change flagged (default 0.05)")
     cmp.add_argument("--alpha", type=float, default=0.01, help="significance level (default 0.01)")
-    cmp.add_argument("--fail-on-regression", action="store_true", help="exit 1 when a regression is flagged")
+    cmp.add_argument(
+        "--noise-floor",
+        type=float,
+        default=None,
+        help="the run-to-run spread a change must exceed, e.g. 0.08 (default: measured on the repeat runs, at one "
+        "commit, stored beside the two runs)",
+    )
+    cmp.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="exit 1 when a regression is flagged, 2 when nothing could be tested",
+    )
+    cmp.add_argument("--data", type=Path, default=ROOT / "data", help="the data directory (default data/)")
     return p
 
 
@@ -79,14 +91,20 @@ def _find_run(ref: str) -> Path:
 
 
 def compare(args: argparse.Namespace) -> int:
-    from publish.compare import compare_runs, report
+    from publish.compare import compare_runs, exit_code, floor_for, report
     from publish.runs import load_run
 
     run_a, run_b = (load_run(_find_run(r), ROOT) for r in (args.run_a, args.run_b))
-    changes = compare_runs(run_a, run_b, threshold=args.threshold, alpha=args.alpha)
-    print(report(run_a, run_b, changes))
-    regressed = any(c.verdict == "regression" for c in changes)
-    return 1 if regressed and args.fail_on_regression else 0
+    floor = floor_for(run_a, run_b, args.data, manual=args.noise_floor)
+    changes = compare_runs(run_a, run_b, floor=floor, threshold=args.threshold, alpha=args.alpha)
+    if not changes:
+        print(
+            f"{run_a.run_id} and {run_b.run_id} have no case and variant timed in both: nothing to compare",
+            file=sys.stderr,
+        )
+        return 2
+    print(report(run_a, run_b, changes, floor, args.alpha))
+    return exit_code(changes, args.fail_on_regression)
 
 
 def main(argv: list[str] | None = None) -> int:

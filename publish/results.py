@@ -8,13 +8,14 @@ interleaved, on the same GPU state), never across runs.  Each value leaves here 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
 from publish.numbers import Num, Source
 from publish.runs import Run
-from publish.stats import Ratio, Summary, ratio, summarize
+from publish.stats import Ratio, Summary, quantile, ratio, summarize
 
 # The two measurements a variant may carry: device time (CUDA-graph replay, or CUDA events
 # where a graph could not be captured) and, in schema 2, the eager call a user makes.
@@ -127,6 +128,10 @@ class CaseResult:
     variants: dict[str, Measurement]
     repeats: tuple[CaseResult, ...] = ()  # every measurement of this case, this one included, oldest first
     rotation: dict[str, Any] | None = None  # schema 2, cold L2: {sets, bytes} the graph rotated through
+    samples_key: str = DEVICE  # DEVICE, or EAGER for the view :meth:`eager` gives
+    # The study's typical run-to-run spread of a comparison, for a case no repeat run measured
+    # (:meth:`StudyResults.typical_spread`); None outside a study.
+    typical: Callable[[str, str, str], RunSpread | None] | None = field(default=None, compare=False, repr=False)
 
     def get(self, variant: str) -> Measurement | None:
         m = self.variants.get(variant)
@@ -134,7 +139,7 @@ class CaseResult:
 
     def _eager_alone(self) -> CaseResult:
         variants = {n: m.eager() for n, m in self.variants.items()}
-        return dataclasses.replace(self, variants=variants, repeats=())
+        return dataclasses.replace(self, variants=variants, repeats=(), samples_key=EAGER)
 
     def eager(self) -> CaseResult:
         """The same case seen through its eager-call samples, so that every comparison of
@@ -197,12 +202,33 @@ class CaseResult:
         head = f"{peer} {b.summary.median:.4g} µs / {ours} {a.summary.median:.4g} µs"  # type: ignore[union-attr]
         return Num(v.ratio.value, "x", (a.source("median"), b.source("median")), note=f"{head}; {v.note()}", css=v.css)
 
-    def run_spread(self, num: str, den: str) -> RunSpread | None:
-        """This ratio in every run that measured the case, and its spread (largest / smallest - 1)."""
-        values = [r.value for c in self.repeats if (r := c.ratio(num, den)) is not None]
-        if len(values) < 2:
+    def repeat_spread(self, num: str, den: str) -> RunSpread | None:
+        """This ratio's spread across repeat runs of this case: runs of one clean commit on one
+        GPU, where nothing changed (the largest over such groups); None where no two runs of
+        one commit measured it."""
+        groups: dict[tuple[str, str, int], list[tuple[float, str]]] = {}
+        for c in self.repeats:
+            key = repeat_key(c.run)
+            if key is not None and (r := c.ratio(num, den)) is not None:
+                groups.setdefault(key, []).append((r.value, c.run.run_id))
+        found = [(spread([v for v, _ in vs]), k, vs) for k, vs in groups.items() if len(vs) >= 2]
+        if not found:
             return None
-        return RunSpread(spread(values), f"across {len(values)} runs {min(values):.3f}-{max(values):.3f}×")
+        value, key, measured = max(found)
+        values = [v for v, _ in measured]
+        where = f"across {len(values)} runs at commit {key[0][:7]} {min(values):.3f}-{max(values):.3f}×"
+        return RunSpread(value, where, tuple(run_id for _, run_id in measured))
+
+    def run_spread(self, num: str, den: str) -> RunSpread | None:
+        """How much this ratio moves between runs when nothing changed: its spread across the
+        repeat runs of this case (:meth:`repeat_spread`), or, for a case no two runs of one
+        commit measured, the study's typical spread of the same comparison; None when the
+        study has no repeat runs at all.  (Runs of different commits are not repeats: the
+        code they measured differs.)"""
+        found = self.repeat_spread(num, den)
+        if found is None and self.typical is not None:
+            found = self.typical(num, den, self.samples_key)
+        return found
 
     def ratio(self, num: str, den: str) -> Ratio | None:
         a, b = self.get(num), self.get(den)
@@ -220,6 +246,18 @@ class CaseResult:
 # Every win, loss and "unresolved" on the site (tables, claims, targets, the decision card,
 # charts, the Compare page and `python -m bench compare`) is decided by :func:`verdict`.
 # Nothing else compares two medians to call a winner.
+
+
+TYPICAL_QUANTILE = 0.95  # a comparison no repeat run measured is judged against this percentile
+
+
+def repeat_key(run: Run) -> tuple[str, str, int] | None:
+    """Runs with the same key are repeats: one clean commit on one GPU, so whatever differs
+    between them is noise.  A dirty tree's runs are nobody's repeats."""
+    if run.doc["code"]["dirty"]:
+        return None
+    gpu = run.env["gpu"]
+    return (str(run.doc["code"]["commit"]), str(gpu["name"]), int(gpu["sm_count"]))
 
 
 def distance(value: float) -> float:
@@ -240,6 +278,7 @@ class RunSpread:
 
     value: float
     measured: str
+    runs: tuple[str, ...] = ()  # the run ids it was measured across
 
 
 @dataclass(frozen=True)
@@ -270,7 +309,14 @@ class Verdict:
         return "; ".join(parts)
 
 
-def verdict(r: Ratio, run_spread: RunSpread | None = None, *, p: float | None = None, alpha: float = 0.01) -> Verdict:
+def verdict(
+    r: Ratio,
+    run_spread: RunSpread | None = None,
+    *,
+    p: float | None = None,
+    alpha: float = 0.01,
+    across_runs: bool = False,
+) -> Verdict:
     """The one rule that decides win / loss / unresolved, for every comparison on the site.
 
     ``r`` is the other side's median over ours, with the 95% interval of that ratio from the
@@ -282,13 +328,21 @@ def verdict(r: Ratio, run_spread: RunSpread | None = None, *, p: float | None = 
       distance from 1.00× exceeds that run-to-run spread: samples inside one run cannot
       show how much runs differ.
 
+    A comparison ``across_runs`` (one run's median against another's) is never resolved
+    without a measured run-to-run spread: its interval only says that the runs differ, not
+    that the difference is more than runs usually differ.
+
     Otherwise it is *unresolved*, and the page shows it as a tie."""
     reasons = []
+    if across_runs and run_spread is None:
+        reasons.append("no run-to-run spread has been measured, so a difference between runs cannot be told from noise")
     if not r.resolved:
         reasons.append("the 95% interval includes 1.00×")
     if p is not None and not p < alpha:
         reasons.append(f"p = {p:.2g} is not below {alpha:g}")
-    if run_spread is not None and distance(r.value) <= run_spread.value:
+    # (a relative tolerance: a change measured against its own spread, as when the two runs
+    # compared are the repeat runs, must not escape it by a rounding error)
+    if run_spread is not None and distance(r.value) <= run_spread.value * (1 + 1e-9) + 1e-12:
         reasons.append("the difference is within the run-to-run spread")
     outcome: Literal["win", "loss", "unresolved"] = "unresolved"
     if not reasons:
@@ -302,6 +356,7 @@ class StudyResults:
     def __init__(self, study: str, runs: list[Run]) -> None:
         self.study = study
         self.runs = [r for r in runs if r.study == study]
+        self._typical: dict[tuple[str, str, str], RunSpread | None] = {}
         history: dict[str, list[CaseResult]] = {}
         for run in self.runs:  # oldest first: the newest measurement of a case is the one shown
             for entry in run.doc["cases"]:
@@ -318,9 +373,31 @@ class StudyResults:
         # comparison inside any one run still weighs the run-to-run spread).
         self.history: dict[str, tuple[CaseResult, ...]] = {}
         for case_id, found in history.items():
-            full = tuple(found)
-            self.history[case_id] = tuple(dataclasses.replace(c, repeats=full) for c in found)
+            full = tuple(dataclasses.replace(c, typical=self.typical_spread) for c in found)
+            self.history[case_id] = tuple(dataclasses.replace(c, repeats=full) for c in full)
         self.cases: dict[str, CaseResult] = {case_id: found[-1] for case_id, found in self.history.items()}
+
+    def typical_spread(self, num: str, den: str, samples_key: str = DEVICE) -> RunSpread | None:
+        """The run-to-run spread of comparing ``num`` with ``den`` across this study's repeat
+        runs: the 95th percentile over every case two runs of one commit measured (what a case
+        that was not repeated is judged against)."""
+        key = (num, den, samples_key)
+        if key not in self._typical:
+            values = []
+            for found in self.history.values():
+                case = found[-1] if samples_key == DEVICE else found[-1].eager()
+                if (s := case.repeat_spread(num, den)) is not None:
+                    values.append(s.value)
+            self._typical[key] = (
+                RunSpread(
+                    quantile(sorted(values), TYPICAL_QUANTILE),
+                    f"no repeat run measured this case: the study's {100 * TYPICAL_QUANTILE:.0f}th percentile of "
+                    f"this comparison's spread over {len(values)} repeated cases",
+                )
+                if values
+                else None
+            )
+        return self._typical[key]
 
     def run_cases(self, run_id: str) -> list[CaseResult]:
         """The cases one run measured, in the run's order, each with its full history."""

@@ -6,11 +6,13 @@ from typing import Any
 
 from publish.claims import sentence
 from publish.numbers import Num, Source
-from publish.pages import SiteData
+from publish.pages import STUDIES, SiteData
 from publish.pages.rowgrid import OURS as GRID_OURS
 from publish.pages.rowgrid import PEERS as GRID_PEERS
 from publish.pages.softmax import OURS, PEERS
-from publish.stability import LEVELS, suites
+from publish.results import RunSpread
+from publish.stability import FLOOR_QUANTILE, LEVELS, noise_floor, suites
+from publish.stats import quantile
 from publish.tables import Column, Table, Text
 
 # Per study: our variant, and the peers whose speedups are followed across runs.
@@ -24,8 +26,8 @@ def context(data: SiteData) -> dict[str, Any]:
     cols = (
         [
             Column("suite", "Suite", numeric=False),
-            Column("runs", "Runs", "runs in force that measured the suite's cases"),
-            Column("n", "Comparisons", "case × peer pairs measured in two or more runs"),
+            Column("runs", "Repeat runs", "runs of one clean commit on one GPU that measured the suite's cases"),
+            Column("n", "Comparisons", "case × peer pairs measured in two or more runs of one commit"),
         ]
         + [
             Column(f"w{int(100 * lv)}", f"Agree within {int(100 * lv)}%", "largest ratio / smallest - 1")
@@ -54,16 +56,57 @@ def context(data: SiteData) -> dict[str, Any]:
                 )
             if s.widest is not None:
                 spread, case, peer = s.widest
-                sources = tuple(c.get(ours).source("median") for c in case.repeats if c.get(ours))  # type: ignore[union-attr]
+                group = set((case.repeat_spread(peer, ours) or RunSpread(0, "")).runs)
+                sources = tuple(
+                    c.get(ours).source("median")  # type: ignore[union-attr]
+                    for c in case.repeats
+                    if c.get(ours) and c.run.run_id in group
+                )
                 row["widest"] = Text.rich(
                     sentence(
                         "{case} vs {peer}: {spread}",
                         case=case.case_id,
                         peer=labels[peer],
                         spread=Num(
-                            100 * spread, "pct", sources, note="largest / smallest speedup across runs, minus one"
+                            100 * spread,
+                            "pct",
+                            sources,
+                            note="largest / smallest speedup across repeat runs at one commit, minus one",
                         ),
                     )
                 )
             table.rows.append(row)
-    return {"suites": table, "has_repeats": bool(table.rows)}
+    return {"suites": table, "has_repeats": bool(table.rows), "floors": floors_table(data)}
+
+
+def floors_table(data: SiteData) -> Table:
+    """The noise floor of each study: how far each variant's median moved between repeat
+    runs at one commit on one GPU.  The Compare page flags only changes beyond it."""
+    cols = [
+        Column("study", "Study", numeric=False),
+        Column("groups", "Repeat runs", "runs at one clean commit on one GPU", numeric=False),
+        Column("pairs", "Case/variant pairs", "measured in two or more runs of one commit"),
+        Column("median", "Median spread", "largest / smallest median - 1"),
+        Column("typical", f"{100 * FLOOR_QUANTILE:.0f}th percentile", "the floor for a case not repeated"),
+        Column("largest", "Largest"),
+    ]
+    title = "Noise floor: how far one variant's time moved between runs of one commit"
+    table = Table("stability-noise-floor", title, cols)
+    for study in STUDIES:
+        floor = noise_floor(data.runs, study)
+        row: dict[str, Any] = {"study": Text(study)}
+        if not floor.groups:
+            row["groups"] = Text("none", "no two runs of this study at one commit on one GPU are in force")
+            table.rows.append(row)
+            continue
+        src = tuple(Source(r.run_id, statistic="repeat run at one commit") for r in floor.runs)
+        values = sorted(floor.per_case.values())
+        row["groups"] = Text(
+            "; ".join(f"{g.commit[:7]}: {len(g.runs)} runs" for g in floor.groups),
+            "; ".join(", ".join(r.run_id for r in g.runs) for g in floor.groups),
+        )
+        row["pairs"] = Num(len(values), "count", src)
+        for key, q in (("median", 0.5), ("typical", FLOOR_QUANTILE), ("largest", 1.0)):
+            row[key] = Num(100 * quantile(values, q), "pct", src, note=f"quantile {q:g} of {len(values)} spreads")
+        table.rows.append(row)
+    return table
