@@ -17,14 +17,13 @@ from publish.site import BuildError, build
 ROOT = Path(__file__).resolve().parent
 
 
-def serve(site: Path, port: int) -> None:
+def server(site: Path, port: int):  # type: ignore[no-untyped-def]
+    """The preview server, bound before the build: a busy port is reported at once."""
     import functools
     import http.server
 
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
-    with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as httpd:
-        print(f"serving {site} at http://127.0.0.1:{port}/ (Ctrl-C to stop)")
-        httpd.serve_forever()
+    return http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,16 +35,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--site-url", help="the address the site will be served from (default: mkdocs.yml's)")
     args = ap.parse_args(argv)
     site_url = args.site_url or (f"http://127.0.0.1:{args.port}/" if args.serve else None)
-    try:
-        report = build(ROOT, args.out, strict=args.strict, site_url=site_url)
-    except (RunFileError, BuildError) as exc:
-        print(f"build failed: {exc}", file=sys.stderr)
-        print(f"the previous {args.out} is unchanged", file=sys.stderr)
-        return 1
-    print("\n".join(report.lines()))
+    httpd = None
     if args.serve:
-        serve(args.out, args.port)
-    return 0
+        try:
+            httpd = server(args.out, args.port)
+        except OSError as exc:
+            print(
+                f"cannot serve on 127.0.0.1:{args.port}: {exc.strerror or exc} (is another preview running?); "
+                "pass --port N. Nothing was built.",
+                file=sys.stderr,
+            )
+            return 2
+    try:
+        try:
+            report = build(ROOT, args.out, strict=args.strict, site_url=site_url)
+        except (RunFileError, BuildError) as exc:
+            print(f"build failed: {exc}", file=sys.stderr)
+            print(f"the previous {args.out} is unchanged", file=sys.stderr)
+            return 1
+        print("\n".join(report.lines()))
+        if httpd is not None:
+            print(f"serving {args.out} at http://127.0.0.1:{args.port}/ (Ctrl-C to stop)")
+            httpd.serve_forever()
+        return 0
+    finally:
+        if httpd is not None:
+            httpd.server_close()
 
 
 if __name__ == "__main__":

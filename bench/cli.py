@@ -2,12 +2,16 @@
 
 python -m bench run softmax            # the whole study, into data/runs/softmax/
 python -m bench run softmax --quick    # a small subset, for a first look
-python -m bench list                   # the studies and their case counts
+python -m bench list                   # the studies and how many cases a run file of each holds
+python -m bench compare RUN_A RUN_B    # per-case changes between two runs
+python -m bench withdraw RUN_ID --reason "..."     # take a wrong run off the pages (data/withdrawn.yaml)
+python -m bench ledger --add data/runs/<study>/<run_id>.json  # record run files copied in (data/ledger.json)
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import os
 import shlex
 import subprocess
@@ -15,6 +19,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "data"
 
 
 def _git(*args: str) -> str | None:
@@ -58,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     dirty.add_argument("--dirty", dest="dirty", action="store_true", default=None)
     dirty.add_argument("--clean", dest="dirty", action="store_false")
     run.add_argument("--seed", type=int, default=0)
-    sub.add_parser("list", help="list the studies")
+    sub.add_parser("list", help="the studies, and how many cases a run file of each holds")
     cmp = sub.add_parser("compare", help="per-case changes between two runs, tested over the raw samples")
     cmp.add_argument("run_a", help="run id (or path to a run file): the baseline")
     cmp.add_argument("run_b", help="run id (or path): the run compared with it")
@@ -76,48 +81,183 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="exit 1 when a regression is flagged, 2 when nothing could be tested",
     )
-    cmp.add_argument("--data", type=Path, default=ROOT / "data", help="the data directory (default data/)")
+    wd = sub.add_parser("withdraw", help="take a stored run off the pages: append a valid entry to withdrawn.yaml")
+    wd.add_argument("run_id", help="the run id (the file's name under data/runs/<study>/, without .json)")
+    wd.add_argument("--reason", required=True, help="why (cite cases and commits, not measured numbers)")
+    wd.add_argument("--date", type=dt.date.fromisoformat, default=None, help="YYYY-MM-DD (default today, UTC)")
+    led = sub.add_parser("ledger", help="record run files copied into data/runs in data/ledger.json")
+    led.add_argument("--add", nargs="+", metavar="FILE", required=True, help="run files under data/runs/<study>/")
+    led.add_argument(
+        "--replace", action="store_true", help="re-record a file first recorded while bench was still writing it"
+    )
+    for sp in (cmp, wd, led):
+        sp.add_argument("--data", type=Path, default=DATA, help="the data directory (default data/)")
     return p
 
 
-def _find_run(ref: str) -> Path:
+def _find_run(ref: str, data: Path) -> Path:
     path = Path(ref)
     if path.is_file():
         return path
-    found = sorted((ROOT / "data" / "runs").glob(f"*/{ref}.json"))
+    found = sorted((data / "runs").glob(f"*/{ref}.json"))
     if not found:
         raise SystemExit(f"no run {ref!r}: give a run id from data/runs/ or a path to a run file")
     return found[0]
 
 
+def _withdrawn(data: Path) -> dict[str, object]:
+    """The withdrawals by run id (for a warning; an unreadable file is reported, not fatal)."""
+    from publish.review import load_withdrawals
+    from publish.schema import RunFileError
+
+    known = sorted(p.stem for p in (data / "runs").glob("*/*.json"))
+    try:
+        return {w.run_id: w for w in load_withdrawals(data, known)}
+    except RunFileError as exc:
+        print(f"warning: cannot read the withdrawals: {exc}", file=sys.stderr)
+        return {}
+
+
 def compare(args: argparse.Namespace) -> int:
     from publish.compare import compare_runs, exit_code, floor_for, report
-    from publish.runs import load_run
+    from publish.runs import load_run, same_gpu
 
-    run_a, run_b = (load_run(_find_run(r), ROOT) for r in (args.run_a, args.run_b))
+    run_a, run_b = (load_run(_find_run(r, args.data), ROOT) for r in (args.run_a, args.run_b))
+    withdrawn = _withdrawn(args.data)
+    for run in (run_a, run_b):
+        w = withdrawn.get(run.run_id)
+        if w is not None:
+            print(
+                f"warning: {run.run_id} was withdrawn on {w.date} ({w.reason}); its numbers are on no page",
+                file=sys.stderr,
+            )
+    if not same_gpu(run_a, run_b):
+        print(
+            f"warning: the runs measured different GPUs ({run_a.gpu} and {run_b.gpu}): this is a cross-GPU "
+            "comparison, not a regression test",
+            file=sys.stderr,
+        )
     floor = floor_for(run_a, run_b, args.data, manual=args.noise_floor)
     changes = compare_runs(run_a, run_b, floor=floor, threshold=args.threshold, alpha=args.alpha)
     if not changes:
-        print(
-            f"{run_a.run_id} and {run_b.run_id} have no case and variant timed in both: nothing to compare",
-            file=sys.stderr,
-        )
+        shared = {c["id"] for c in run_a.doc["cases"]} & {c["id"] for c in run_b.doc["cases"]}
+        what = "no case in common" if not shared else "no variant timed in both on any common case"
+        print(f"{run_a.run_id} and {run_b.run_id} have {what}: nothing to compare", file=sys.stderr)
         return 2
     print(report(run_a, run_b, changes, floor, args.alpha))
     return exit_code(changes, args.fail_on_regression)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def withdraw(args: argparse.Namespace) -> int:
+    """Append one entry to ``data/withdrawn.yaml``, quoted so YAML reads it back exactly;
+    refuse an unknown or already-withdrawn run, and a reason the build would refuse."""
+    from publish.check import stray_numbers
+    from publish.review import entry_text, load_withdrawals, parse_withdrawals
+    from publish.runs import load_runs
+
+    data: Path = args.data
+    runs = load_runs(data)
+    if args.run_id not in {r.run_id for r in runs}:
+        raise SystemExit(f"no stored run {args.run_id!r} under {data / 'runs'}; withdraw a run by its id")
+    existing = load_withdrawals(data, runs)
+    for w in existing:
+        if w.run_id == args.run_id:
+            raise SystemExit(f"{args.run_id} is already withdrawn (on {w.date}: {w.reason})")
+    reason = " ".join(args.reason.split())
+    if not reason:
+        raise SystemExit("--reason must say why the run is withdrawn")
+    if stray_numbers(reason):
+        raise SystemExit(
+            f"the reason quotes measured numbers ({'; '.join(stray_numbers(reason))}); the site shows measured "
+            "numbers only from the data: cite the cases and commits instead"
+        )
+    date = args.date or dt.datetime.now(dt.timezone.utc).date()
+    path = data / "withdrawn.yaml"
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    if not existing:  # keep the comments, drop an empty list ("[]") the new entry replaces
+        old = "".join(line for line in old.splitlines(keepends=True) if line.lstrip().startswith("#"))
+    if old and not old.endswith("\n"):
+        old += "\n"
+    text = old + entry_text(args.run_id, date, reason)
+    added = parse_withdrawals(text, runs)[-1]  # read back exactly as the build will read it
+    if (added.run_id, added.date, added.reason) != (args.run_id, date, reason):
+        raise SystemExit(f"the entry would read back differently ({added}); nothing written")
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    print(f"withdrew {args.run_id} on {date}: appended to {path}; build and commit it")
+    return 0
+
+
+def ledger_add(args: argparse.Namespace) -> int:
+    """Record run files copied into data/runs (from a GPU machine): each is validated, and
+    refused if it copies another run's measurements or was recorded with other contents."""
+    from publish import ledger
+    from publish.runs import load_run, load_runs
+
+    data: Path = args.data
+    runs_dir = (data / "runs").resolve()
+    paths = []
+    for name in args.add:
+        path = Path(name).resolve()
+        if not path.is_file():
+            raise SystemExit(f"{name}: no such file")
+        if path.parent.parent != runs_dir or path.suffix != ".json":
+            raise SystemExit(f"{name}: not a run file under {data / 'runs'}/<study>/ (copy it there first)")
+        paths.append(path)
+    load_runs(data)  # every stored run valid, and none a copy of another
+    for path in paths:
+        run = load_run(path, data.parent)
+        entry = ledger.record(data, path, run.doc["status"], replace=args.replace)
+        note = "" if run.doc["status"] == "complete" else f" (status {run.doc['status']})"
+        print(f"recorded {entry.path} sha256 {entry.sha256[:12]}…{note}")
+    print(f"now build (python build.py) and commit the run files with {data / ledger.NAME}")
+    return 0
+
+
+def list_studies() -> int:
+    """Each study with the number of cases a run file of it holds: the harness writes one
+    per case and L2 mode; a study that measures itself says how many it writes."""
+    from bench.harness import Options
     from bench.studies import STUDIES, load
 
-    if args.cmd == "compare":
-        return compare(args)
-    if args.cmd == "list":
-        for name in STUDIES:
-            study = load(name)
-            print(f"{name}: {len(study.cases(False))} cases ({len(study.cases(True))} with --quick)")
-        return 0
+    for name in STUDIES:
+        study = load(name)
+        counts = []
+        for quick in (False, True):
+            if hasattr(study, "entries"):
+                counts.append((study.entries(quick), ""))
+                continue
+            opts = study.options(quick) if hasattr(study, "options") else {}
+            modes = tuple(opts.get("l2_modes", Options.l2_modes))
+            n = len(study.cases(quick))
+            counts.append((n * len(modes), f" ({n} shapes × {len(modes)} L2 mode{'s' if len(modes) > 1 else ''}: "
+                                             f"{', '.join(modes)})"))  # fmt: skip
+        (full, how), (quick_n, _) = counts
+        print(f"{name}: {full} cases{how}; {quick_n} with --quick")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from publish.schema import RunFileError
+
+    try:
+        if args.cmd == "compare":
+            return compare(args)
+        if args.cmd == "list":
+            return list_studies()
+        if args.cmd == "withdraw":
+            return withdraw(args)
+        if args.cmd == "ledger":
+            return ledger_add(args)
+    except RunFileError as exc:
+        print(f"bench {args.cmd} failed: {exc}", file=sys.stderr)
+        return 1
+
+    from bench.studies import load
+
+    study = load(args.study)  # an unknown study is named before anything needs a GPU
 
     import torch
 
@@ -127,7 +267,6 @@ def main(argv: list[str] | None = None) -> int:
 
     if not torch.cuda.is_available():
         raise SystemExit("python -m bench run needs a CUDA GPU (the CPU tests drive the harness without one)")
-    study = load(args.study)
     code = code_identity(args.commit, args.dirty)
     defaults = study.options(args.quick) if hasattr(study, "options") else {}
     rounds = args.rounds or defaults.pop("rounds", 12 if args.quick else 30)
@@ -154,8 +293,12 @@ def main(argv: list[str] | None = None) -> int:
             "l2_modes": list(opts.l2_modes),
         },
     }
-    writer = RunWriter(args.out or ROOT / "data" / "runs" / study.name, header)
-    print(f"writing {writer.path}", file=sys.stderr)
+    out = args.out or DATA / "runs" / study.name
+    # Inside a project's data/runs/<study>/, the run is recorded in that data/ledger.json as
+    # it is written; anywhere else it is recorded when copied in (python -m bench ledger --add).
+    ledger_dir = out.resolve().parent.parent if out.resolve().parent.name == "runs" else None
+    writer = RunWriter(out, header, ledger_dir=ledger_dir)
+    print(f"writing {writer.path}" + ("" if ledger_dir else " (not recorded in a ledger)"), file=sys.stderr)
     print(
         f"copy {env['peaks']['copy_GBps']:.0f} GB/s, bf16 mm {env['peaks']['mm_bf16_TFLOPs']:.0f} TFLOP/s, "
         f"SM clock before {before['sm_clock_mhz']} MHz, load {before['utilization_pct']}%",
@@ -163,4 +306,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     harness.run_study(study, backend, writer, opts, sys.stderr)
     print(f"done: {writer.path}", file=sys.stderr)
+    if ledger_dir is None:
+        print(
+            f"once copied into data/runs/{study.name}/: python -m bench ledger --add "
+            f"data/runs/{study.name}/{writer.path.name}",
+            file=sys.stderr,
+        )
     return 0

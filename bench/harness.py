@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import torch
 
 from bench.studies import Params, Refused, Step, Study, Tensors
+from publish.schema import json_number, number_value
 
 
 @dataclass
@@ -98,7 +99,10 @@ def describe_error(exc: BaseException) -> str:
 
 
 def compare(outs: tuple[torch.Tensor, ...], refs: tuple[torch.Tensor, ...], tol: float) -> dict[str, Any]:
-    """Relative L2 error of each output against its float64 reference; NaN never passes."""
+    """Relative L2 error of each output against its float64 reference; NaN never passes.
+
+    As it is stored: strict JSON, so an error that is not finite (an output holding NaN)
+    is written as the string "inf" or "nan" (:func:`publish.schema.json_number`)."""
     rel, max_abs, finite = [], [], True
     for out, ref in zip(outs, refs, strict=True):
         o = out.detach().double()
@@ -107,7 +111,13 @@ def compare(outs: tuple[torch.Tensor, ...], refs: tuple[torch.Tensor, ...], tol:
         rel.append(float(torch.linalg.vector_norm(diff) / torch.linalg.vector_norm(ref).clamp_min(1e-300)))
         max_abs.append(float(diff.abs().max()) if diff.numel() else 0.0)
     passed = finite and all(r <= tol for r in rel)
-    return {"rel_l2": rel, "max_abs": max_abs, "tolerance": tol, "finite": finite, "passed": passed}
+    return {
+        "rel_l2": [json_number(r) for r in rel],
+        "max_abs": [json_number(m) for m in max_abs],
+        "tolerance": tol,
+        "finite": finite,
+        "passed": passed,
+    }
 
 
 def _check(
@@ -136,8 +146,9 @@ def measure_case(study: Study, case: Params, index: int, backend: Backend, opts:
             if rec.check["passed"]:
                 steps[v.name] = step
             else:
+                worst = max(number_value(r) for r in rec.check["rel_l2"])
                 rec.error = (
-                    f"check failed: relative L2 error {max(rec.check['rel_l2']):.3g} "
+                    f"check failed: relative L2 error {worst:.3g} "
                     f"(tolerance {rec.check['tolerance']:.0e}, finite={rec.check['finite']})"
                 )
         except Refused as exc:

@@ -3,7 +3,8 @@
 The file on disk is always a complete, valid document: a sweep killed halfway leaves a
 ``partial`` run holding every case it finished, never a truncated file.  Each write is
 checked against the contract the site enforces, so ``bench`` cannot produce a file that
-``build.py`` would refuse.
+``build.py`` would refuse, and written as strict JSON (no NaN or Infinity).  With a ledger
+(``data/ledger.json``, see :mod:`publish.ledger`) every write is recorded there too.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from publish import ledger
 from publish.schema import SCHEMA_VERSION, validate_run
 
 
@@ -27,10 +29,20 @@ def make_run_id(study: str, started: str, commit: str, quick: bool) -> str:
 
 
 class RunWriter:
-    def __init__(self, out_dir: Path, header: dict[str, Any], *, allow_host_timer: bool = False) -> None:
+    def __init__(
+        self,
+        out_dir: Path,
+        header: dict[str, Any],
+        *,
+        allow_host_timer: bool = False,
+        ledger_dir: Path | None = None,
+    ) -> None:
+        """``ledger_dir``: the ``data/`` directory whose ledger records this run (None: the
+        file is written outside a project's data/, and recorded when it is copied in)."""
         self.doc: dict[str, Any] = {"schema_version": SCHEMA_VERSION, **header, "status": "partial", "cases": []}
         self.doc.setdefault("finished_at", self.doc["started_at"])
         self.allow_host_timer = allow_host_timer
+        self.ledger_dir = ledger_dir
         out_dir.mkdir(parents=True, exist_ok=True)
         self.path = out_dir / f"{self.doc['run_id']}.json"
         if self.path.exists():
@@ -52,9 +64,11 @@ class RunWriter:
     def _write(self) -> None:
         validate_run(self.doc, str(self.path), allow_host_timer=self.allow_host_timer)
         tmp = self.path.with_suffix(".json.tmp")
-        with open(tmp, "w") as f:
-            json.dump(self.doc, f, indent=1, sort_keys=False)
-            f.write("\n")
+        text = json.dumps(self.doc, indent=1, sort_keys=False, allow_nan=False, ensure_ascii=False) + "\n"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
+        if self.ledger_dir is not None:
+            ledger.record(self.ledger_dir, self.path, self.doc["status"], replace=True)

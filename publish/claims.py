@@ -15,11 +15,14 @@ from typing import Literal
 from markupsafe import Markup, escape
 
 from publish.numbers import Num, render
+from publish.safe import data_text
 
 
 def sentence(template: str, **values: Num | str) -> Markup:
-    """Fill ``{name}`` slots: ``Num`` values render with their provenance, text is escaped."""
-    rendered = {k: Markup(render(v)) if isinstance(v, Num) else escape(v) for k, v in values.items()}
+    """Fill ``{name}`` slots: ``Num`` values render with their provenance, markup passes,
+    text (a case id, a run's error message) is escaped for HTML and Markdown alike: claims
+    also appear in Markdown tables (the review record)."""
+    rendered = {k: Markup(render(v)) if isinstance(v, Num) else data_text(v) for k, v in values.items()}
     return Markup(str(escape(template)).format(**rendered))
 
 

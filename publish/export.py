@@ -2,12 +2,20 @@
 
 Every table is written as ``tables/<id>.csv`` (the cells as displayed, plus the run ids of
 each row) and ``tables/<id>.json`` (the same cells with their unrounded values, units and
-sources, and the provenance of every run), and gets a "cite this table" block."""
+sources, and the provenance of every run), and gets a "cite this table" block.
+
+Both are safe to open: the JSON is strict (a value that is not a finite number is written
+as null, its text says "—"), and no CSV cell can start a spreadsheet formula (a text cell
+beginning with = + - @ or a control character gets a leading apostrophe, as spreadsheets
+expect; a number is left as it is)."""
 
 from __future__ import annotations
 
 import csv
 import io
+import json
+import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,19 +42,49 @@ def row_runs(row: dict[str, Cell]) -> list[str]:
     return ids
 
 
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n", "\x00")
+# What the number formats write: a sign, digits with thousands commas, a decimal part, an
+# exponent, then a unit.  Such a cell is a number to a spreadsheet, not a formula.
+NUMBER = re.compile(r"^[+-]?\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?(?:\s?(?:%|×|µs|ms|s|MHz|GB/s|TFLOP/s|MiB))?$")
+
+
+def csv_cell(text: str) -> str:
+    """A cell a spreadsheet shows as text: one that would start a formula gets a leading
+    apostrophe (a number such as "-3.1%" is left alone)."""
+    if text.startswith(FORMULA_START) and not NUMBER.match(text):
+        return "'" + text
+    return text
+
+
 def to_csv(table: Table) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow([c.label for c in table.columns] + ["run_ids"])
+    w.writerow([csv_cell(c.label) for c in table.columns] + ["run_ids"])
     for row in table.rows:
-        w.writerow([cell_text(row.get(c.key)) for c in table.columns] + [" ".join(row_runs(row))])
+        w.writerow([csv_cell(cell_text(row.get(c.key))) for c in table.columns] + [csv_cell(" ".join(row_runs(row)))])
     return buf.getvalue()
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def strict_json(doc: Any) -> str:
+    """JSON that every parser reads: no NaN or Infinity (raises ValueError if one is left)."""
+    return json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False)
 
 
 def _cell_json(cell: Cell) -> dict[str, Any]:
     out: dict[str, Any] = {"text": cell_text(cell)}
     if isinstance(cell, Num):
-        out |= {"value": cell.value, "unit": cell.kind, "note": cell.note, "sources": [vars(s) for s in cell.sources]}
+        out |= {
+            "value": _finite(cell.value),
+            "unit": cell.kind,
+            "note": cell.note,
+            "sources": [vars(s) for s in cell.sources],
+        }
     elif isinstance(cell, Text) and cell.title:
         out["note"] = cell.title
     return out

@@ -7,7 +7,6 @@ renamed into place.  A bad run file or a broken page leaves the previous site in
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -21,12 +20,15 @@ from typing import Any
 import jinja2
 import yaml
 
+from publish import ledger
 from publish.check import stray_numbers
 from publish.claims import Claim
-from publish.export import Citation, citation, to_csv, to_json
-from publish.pages import SiteData, pages, review
+from publish.export import Citation, citation, strict_json, to_csv, to_json
+from publish.pages import STUDIES, SiteData, pages, review
 from publish.review import claim_history, load_withdrawals
-from publish.runs import load_runs
+from publish.runs import Run, load_runs, strict_copy
+from publish.safe import finalize
+from publish.schema import RunFileError
 from publish.tables import Table
 
 
@@ -68,11 +70,14 @@ def _plain(markup: str) -> str:
 
 
 def environment(templates: Path) -> jinja2.Environment:
-    # Autoescape: strings from run files (GPU names, notes, error messages) are data, and
-    # must not become markup.  Num and Claim values are pre-rendered Markup.
+    # Strings from run files (GPU names, notes, error messages, withdrawal reasons) are data
+    # and must not become markup, neither HTML nor the Markdown that runs after Jinja: every
+    # expression goes through publish.safe.finalize, which escapes both.  Num and Claim
+    # values are pre-rendered Markup and pass unchanged.
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates)),
         autoescape=True,
+        finalize=finalize,
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
@@ -134,7 +139,10 @@ def render(root: Path, data: SiteData, site_url: str) -> Rendered:
             url = f"{site_url}{page.removesuffix('.md')}.html#{t.id}"
             citations[t.id] = cite = citation(t, url, runs)
             exports[f"tables/{t.id}.csv"] = to_csv(t)
-            exports[f"tables/{t.id}.json"] = json.dumps(to_json(t, cite, runs), indent=1, ensure_ascii=False)
+            try:
+                exports[f"tables/{t.id}.json"] = strict_json(to_json(t, cite, runs))
+            except ValueError as exc:
+                raise BuildError(f"tables/{t.id}.json ({page}): not strict JSON: {exc}") from exc
             tables.append((page, t))
 
     env.globals["cite"] = lambda t: citations[t.id]
@@ -156,8 +164,26 @@ def render(root: Path, data: SiteData, site_url: str) -> Rendered:
 
 def _configured_site_url(root: Path) -> str:
     with open(root / "mkdocs.yml", encoding="utf-8") as f:
-        url = str(yaml.load(f, Loader=_Loader).get("site_url") or "")
-    return url if url.endswith("/") else url + "/"
+        return site_root(str(yaml.load(f, Loader=_Loader).get("site_url") or ""))
+
+
+def site_root(url: str) -> str:
+    """The site's address with exactly one trailing slash: page names are appended to it
+    (``https://host/notes`` + ``softmax.html`` must not read ``notessoftmax.html``)."""
+    return url.rstrip("/") + "/"
+
+
+def check_studies(runs: list[Run]) -> None:
+    """A run of a study no page declares would be listed on Home and Sources and shown
+    nowhere else: the build refuses it, naming the file."""
+    for run in runs:
+        if run.study not in STUDIES:
+            raise RunFileError(
+                run.source,
+                "study",
+                f"{run.study!r} has no page: the site declares {', '.join(STUDIES)} (publish/pages/__init__.py); "
+                "declare the study's page before storing its runs",
+            )
 
 
 class _Loader(yaml.SafeLoader):
@@ -226,8 +252,9 @@ def build(root: Path, out: Path | None = None, *, strict: bool = False, site_url
     so a preview on 127.0.0.1:8000 needs its own."""
     t0 = time.monotonic()
     out = out or root / "site"
-    runs = load_runs(root / "data")  # a bad file raises RunFileError naming file and field
-    data = SiteData(runs, load_withdrawals(root / "data", runs))
+    data = load_site_data(root)
+    runs = data.all_runs
+    site_url = site_root(site_url) if site_url else None
     result = render(root, data, site_url or _configured_site_url(root))
     contradicted = [(p, c) for p, c in result.claims if c.kind == "observation" and not c.holds]
     missed = [(p, c) for p, c in result.claims if c.kind == "target" and not c.holds]
@@ -246,10 +273,10 @@ def build(root: Path, out: Path | None = None, *, strict: bool = False, site_url
         for name, text in result.exports.items():
             (docs / name).parent.mkdir(parents=True, exist_ok=True)
             (docs / name).write_text(text, encoding="utf-8")
-        for run in runs:  # the raw files, downloadable beside the pages that cite them
+        for run in runs:  # the raw files, downloadable beside the pages that cite them (strict JSON)
             target = docs / "runs" / run.study / run.path.name
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(run.path, target)
+            target.write_bytes(strict_copy(run))
         _mkdocs(root, docs, staging / "site", site_url)
         _swap(staging / "site", out)
     finally:
@@ -263,5 +290,34 @@ def build(root: Path, out: Path | None = None, *, strict: bool = False, site_url
         time.monotonic() - t0,
         contradicted,
         missed,
-        [line for p in pages() if p.report is not None for line in p.report(data)],
+        data_notes(data) + [line for p in pages() if p.report is not None for line in p.report(data)],
     )
+
+
+def load_site_data(root: Path) -> SiteData:
+    """Everything the pages are built from, checked: every run file against the contract
+    (and against copies of another), every run's study against the pages, the run files
+    against the ledger, and the withdrawals.  Any failure names the file and the field."""
+    data_dir = root / "data"
+    runs = load_runs(data_dir)  # a bad file raises RunFileError naming file and field
+    check_studies(runs)
+    ledger.check(data_dir, runs)
+    return SiteData(runs, load_withdrawals(data_dir, runs))
+
+
+def data_notes(data: SiteData) -> list[str]:
+    """What the build report says about the data: runs of another GPU (kept out of every
+    result) and older files served as strict JSON."""
+    notes = []
+    for study, gpu in sorted(data.reference_gpus.items()):
+        others = [r for r in data.in_force if r.study == study and r.run_id in data.other_gpu]
+        if others:
+            listed = "; ".join(f"{r.run_id} ({r.gpu})" for r in others)
+            notes.append(f"{study}: results from {gpu}; other GPU, not mixed in: {listed}")
+    legacy = [r.source for r in data.all_runs if r.legacy_literals]
+    if legacy:
+        notes.append(
+            f"{len(legacy)} run file(s) of schema 1-2 hold NaN/Infinity in a check; served as strict JSON "
+            f'(written as "nan"/"inf"): {", ".join(legacy)}'
+        )
+    return notes

@@ -20,20 +20,47 @@ L2 = H200["l2_bytes"]
 
 
 def project(tmp: Path) -> Path:
-    """An empty project: templates and site configuration, no runs, no withdrawals."""
+    """An empty project: templates and site configuration, no runs, no withdrawals, an
+    empty ledger."""
+    from publish import ledger
+
     root = tmp / "project"
     (root / "data" / "runs").mkdir(parents=True)
     (root / "data" / "withdrawn.yaml").write_text("[]\n")
+    ledger.write(root / "data", {})
     shutil.copytree(ROOT / "templates", root / "templates")
     shutil.copy(ROOT / "mkdocs.yml", root / "mkdocs.yml")
     return root
 
 
-def write(root: Path, doc: dict[str, Any]) -> Path:
+def write(root: Path, doc: dict[str, Any], *, ledger: bool = True) -> Path:
+    """Store ``doc`` as bench would: its file, recorded in the ledger.  Modelled samples
+    repeat from run to run, which the build refuses as copied measurements: each run's
+    smallest samples are nudged (by under a millionth, medians untouched) to be its own."""
     path = root / "data" / "runs" / doc["study"] / f"{doc['run_id']}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc))
+    path.write_text(json.dumps(_own_samples(doc)))
+    if ledger:
+        from sitekit import record
+
+        record(path)
     return path
+
+
+def _own_samples(doc: dict[str, Any]) -> dict[str, Any]:
+    import copy
+    import hashlib
+
+    doc = copy.deepcopy(doc)
+    nudge = 1 - 1e-7 * (1 + int(hashlib.sha256(str(doc.get("run_id")).encode()).hexdigest(), 16) % 997)
+    for case in doc.get("cases") or []:
+        for v in case.get("variants", {}).values():
+            for key in ("samples_us", "eager_us"):
+                samples = v.get(key)
+                if isinstance(samples, list) and len(samples) >= 3 and all(isinstance(x, float) for x in samples):
+                    low = min(range(len(samples)), key=samples.__getitem__)
+                    samples[low] = samples[low] * nudge
+    return doc
 
 
 def withdraw(root: Path, run_id: str, reason: str = "A test withdrawal.") -> None:
@@ -59,6 +86,8 @@ def variant(
 ) -> dict[str, Any]:
     if median is None and error is None:
         error = "refused: not in this test"
+    if check is None and error is None:  # a timed variant passed its float64 check first
+        check = {"rel_l2": [1e-4], "max_abs": [1e-3], "tolerance": 0.01, "finite": True, "passed": True}
     out: dict[str, Any] = {
         "samples_us": spread(median) if error is None and median is not None else [],
         "error": error,

@@ -82,7 +82,7 @@ def header(study: str = "toy") -> dict:
         "command": "python -m bench run toy",
         "code": {"commit": "0123456789abcdef", "dirty": False},
         "env": {
-            "gpu": {"name": "host", "sm_count": 1, "l2_bytes": 0},
+            "gpu": {"name": "host", "sm_count": 1, "l2_bytes": 0, "compute_capability": "none"},
             "driver": None,
             "cuda": None,
             "torch": torch.__version__,
@@ -192,3 +192,22 @@ def test_counted_traffic_is_the_minimum() -> None:
     fwd = {"op": "softmax", "direction": "fwd", "dtype": "fp16", "rows": 8, "cols": 16}
     assert SOFTMAX.traffic(fwd)[0] == 2 * 8 * 16 * 2
     assert SOFTMAX.traffic({**fwd, "direction": "fwd+bwd", "dtype": "fp32"})[0] == 5 * 8 * 16 * 4
+
+
+def test_a_nan_output_is_written_as_strict_json(tmp_path) -> None:
+    """A variant whose output is NaN fails its check with an infinite error, which the run
+    file stores as the string "inf": strict JSON that any parser reads."""
+
+    class NanStudy(ToyStudy):
+        def variants(self, case: dict) -> list[Variant]:
+            return [Variant("nan", "nan", lambda c: lambda t: (t["x"] * float("nan"),))]
+
+    path = run(tmp_path, NanStudy(n_cases=1), harness.Options(rounds=2))
+
+    def refuse(token: str) -> None:
+        raise ValueError(f"{token} is not strict JSON")
+
+    doc = json.loads(path.read_text(), parse_constant=refuse)
+    v = doc["cases"][0]["variants"]["nan"]
+    assert v["check"]["rel_l2"] == ["inf"] and v["check"]["finite"] is False
+    assert v["error"].startswith("check failed: relative L2 error inf")

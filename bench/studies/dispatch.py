@@ -234,6 +234,10 @@ class DispatchStudy:
     def options(self, quick: bool) -> dict[str, Any]:
         return {"eager": False, "l2_modes": ("warm",), "rounds": 8 if quick else 15}
 
+    def entries(self, quick: bool) -> int:
+        """Cases a run file holds: per shape, the host pieces and each chain length timed two ways."""
+        return len(self.cases(quick)) * (1 + len((1, CHAIN)) * len(("user", "host")))
+
     def run(self, backend: Any, writer: Any, opts: Options, stream: Any) -> None:
         run(backend, writer, opts, stream)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from publish.results import StudyResults
 from publish.review import Withdrawal
-from publish.runs import Run
+from publish.runs import Gpu, Run, reference_gpu
 
 # The studies with a page of their own, in nav order (each loads as a StudyResults).
 STUDIES = ("softmax", "rowgrid", "dispatch")
@@ -28,9 +28,34 @@ class SiteData:
         return {w.run_id: w for w in self.withdrawals}
 
     @cached_property
-    def runs(self) -> list[Run]:
-        """The runs whose numbers appear on the pages: all but the withdrawn."""
+    def in_force(self) -> list[Run]:
+        """All runs but the withdrawn."""
         return [r for r in self.all_runs if r.run_id not in self.withdrawn]
+
+    @cached_property
+    def reference_gpus(self) -> dict[str, Gpu]:
+        """Per study, the GPU its results come from (:func:`publish.runs.reference_gpu`)."""
+        studies = sorted({r.study for r in self.in_force})
+        out = {}
+        for study in studies:
+            gpu = reference_gpu([r for r in self.in_force if r.study == study])
+            if gpu is not None:
+                out[study] = gpu
+        return out
+
+    @cached_property
+    def other_gpu(self) -> dict[str, Gpu]:
+        """Runs in force that measured another GPU than their study's reference, by run id,
+        with that reference.  They are listed (Sources: "other GPU, not mixed in") and kept
+        out of every table, chart, claim and comparison."""
+        return {r.run_id: self.reference_gpus[r.study] for r in self.in_force if r.gpu != self.reference_gpus[r.study]}
+
+    @cached_property
+    def runs(self) -> list[Run]:
+        """The runs whose numbers appear on the pages: all but the withdrawn, and, per study,
+        only those of the study's reference GPU (tables, charts, claims and comparisons never
+        mix GPUs)."""
+        return [r for r in self.in_force if r.run_id not in self.other_gpu]
 
     @cached_property
     def studies(self) -> dict[str, StudyResults]:

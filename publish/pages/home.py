@@ -94,6 +94,7 @@ def studies(data: SiteData) -> list[dict[str, Any]]:
     for study, (name, page, what) in STUDY_PAGES.items():
         runs = [r for r in data.runs if r.study == study]
         withdrawn = [r for r in data.all_runs if r.study == study and r.run_id in data.withdrawn]
+        other = [r for r in data.in_force if r.study == study and r.run_id in data.other_gpu]
         src = tuple(Source(r.run_id, statistic="run in force") for r in runs)
         out.append(
             {
@@ -102,16 +103,31 @@ def studies(data: SiteData) -> list[dict[str, Any]]:
                 "what": what,
                 "runs": Num(len(runs), "count", src) if runs else None,
                 "withdrawn": len(withdrawn),
+                "other_gpu": len(other),
+                "gpu": data.reference_gpus.get(study),
                 "newest": runs[-1] if runs else None,
             }
         )
     return out
 
 
+def machine_run(data: SiteData) -> Run | None:
+    """The run whose GPU and software Home describes: the newest in force on the GPU the
+    headline (softmax) results come from, so that a newer run on another GPU, kept out of
+    the results, does not change the machine the page names."""
+    ref = data.reference_gpus.get("softmax")
+    runs = [r for r in data.runs if ref is None or r.gpu == ref]
+    return runs[-1] if runs else None
+
+
 def context(data: SiteData) -> dict[str, Any]:
-    latest = data.latest
+    latest = machine_run(data)
     recent = list(reversed(data.runs))[:10]
+    other = [r for r in data.in_force if r.run_id in data.other_gpu]
     return {
+        "other_gpu": Num(len(other), "count", tuple(Source(r.run_id, statistic="run of another GPU") for r in other))
+        if other
+        else None,
         "latest": latest,
         "peaks": peaks(latest) if latest else None,
         "recent": [

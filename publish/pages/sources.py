@@ -9,7 +9,7 @@ from publish.pages import SiteData
 from publish.runs import Run
 
 
-def describe(run: Run, used: set[str], withdrawn: Any = None) -> dict[str, Any]:
+def describe(run: Run, used: set[str], withdrawn: Any = None, reference: Any = None) -> dict[str, Any]:
     doc, env = run.doc, run.env
     src = Source(run.run_id, statistic="recorded in the run")
     before = env["before"]
@@ -19,6 +19,8 @@ def describe(run: Run, used: set[str], withdrawn: Any = None) -> dict[str, Any]:
         "raw": f"runs/{run.study}/{run.run_id}.json",
         "used": run.run_id in used,
         "withdrawn": withdrawn,
+        "other_gpu": reference,  # the study's reference GPU, when this run measured another
+        "gpu": run.gpu,
         "cases": Num(len(doc["cases"]), "count", (src,)),
         "samples": Num(sum(len(v["samples_us"]) for v in variants), "count", (src,)),
         "errors": Num(sum(1 for v in variants if v["error"]), "count", (src,)),
@@ -35,6 +37,9 @@ def context(data: SiteData) -> dict[str, Any]:
 
     used = {r.run_id for s in data.studies.values() for r in s.used_runs}
     return {
-        "entries": [describe(r, used, data.withdrawn.get(r.run_id)) for r in reversed(data.all_runs)],
+        "entries": [
+            describe(r, used, data.withdrawn.get(r.run_id), data.other_gpu.get(r.run_id))
+            for r in reversed(data.all_runs)
+        ],
         "studies": studies(data),
     }
