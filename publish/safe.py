@@ -65,3 +65,22 @@ def plain_label(value: Any) -> str:
     text = re.sub(r"[\r\n\u2028\u2029\x0b\x0c\x85]+", " ", str(value))
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return text.replace("%{", "%\u200b{")
+
+
+# Keys of a Plotly figure whose strings are the site's own templates (they hold the <br> and
+# %{...} markers Plotly is meant to read); every other string is text.
+_PLOTLY_TEMPLATES = frozenset({"hovertemplate", "texttemplate"})
+
+
+def plotly_safe(figure: Any, key: str = "") -> Any:
+    """A Plotly figure whose text (trace names, categories, hover and tick text, titles)
+    Plotly shows as written: it renders a little HTML (links, bold, line breaks) in all of
+    them, and a category or variant name read from a run file must not become a link."""
+    if isinstance(figure, dict):
+        return {k: plotly_safe(v, k) for k, v in figure.items()}
+    if isinstance(figure, list):
+        return [plotly_safe(v, key) for v in figure]
+    if isinstance(figure, str) and key not in _PLOTLY_TEMPLATES:
+        return plain_label(figure)
+    return figure
+

@@ -31,6 +31,10 @@ HOST_TIMER = "host-clock"
 # letters cannot open emphasis).
 RUN_ID = re.compile(r"^(?=.{1,128}$)[A-Za-z0-9]+(?:[._-][A-Za-z0-9]+)*$")
 COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
+# Identifiers a page prints and links by (case ids, variant names, case parameters, the
+# study): letters and digits with single '.', '_', '/', '+' or '-' between them, so one is
+# never Markdown or HTML syntax wherever it is shown ("fwd+bwd/bf16/4096x50257/cold").
+IDENT = re.compile(r"^(?=.{1,200}$)[A-Za-z0-9]+(?:[._/+-][A-Za-z0-9]+)*$")
 # How strict JSON stores the numbers it cannot write (a check of an output that was NaN).
 NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 LARGEST_INT = 2**63 - 1  # run files hold counts and sizes; anything larger is a broken file
@@ -164,6 +168,10 @@ class _Checker:
             self.fail(where, f"must not be negative, got {value!r}")
         return float(value)
 
+    def ident(self, value: str, where: str) -> None:
+        if not IDENT.match(value):
+            self.fail(where, f"must be letters and digits joined by single . _ / + or -, got {value[:60]!r}")
+
     def optional_number(self, obj: dict[str, Any], key: str, path: str) -> None:
         if key in obj:
             self.number(obj, key, path, nullable=True)
@@ -247,6 +255,7 @@ def validate_run(doc: Any, source: str, *, allow_host_timer: bool = False) -> No
     if not RUN_ID.match(run_id):
         c.fail("run_id", f"must be letters, digits, '.', '_' or '-', got {run_id!r}")
     study = c.typed(doc, "study", "", (str,))
+    c.ident(study, "study")
     status = c.typed(doc, "status", "", (str,))
     if status not in STATUSES:
         c.fail("status", f"must be one of {', '.join(STATUSES)}, got {status!r}")
@@ -375,15 +384,17 @@ def _validate_case(
     if not isinstance(entry, dict):
         c.fail(path, f"must be an object, got {_kind(entry)}")
     case_id = c.typed(entry, "id", path, (str,))
+    c.ident(case_id, f"{path}.id")
     if case_id in seen:
         c.fail(f"{path}.id", f"duplicate case id {case_id!r}")
     seen.add(case_id)
     params = c.typed(entry, "case", path, (dict,))
     for key in ("op", "direction", "dtype", "l2"):
-        c.typed(params, key, f"{path}.case", (str,))
+        c.ident(c.typed(params, key, f"{path}.case", (str,)), f"{path}.case.{key}")
     for key in ("rows", "cols", "chain"):
         c.count(params, key, f"{path}.case", required=key in required)
-    c.optional(params, "measure", f"{path}.case", (str,), nullable=False)
+    if c.optional(params, "measure", f"{path}.case", (str,), nullable=False) is not None:
+        c.ident(params["measure"], f"{path}.case.measure")
     c.number(entry, "bytes", path)
     c.number(entry, "flops", path)
     if "rotation" in entry:
@@ -395,6 +406,7 @@ def _validate_case(
         c.fail(f"{path}.variants", "must name at least one variant")
     for name, v in variants.items():
         vpath = f"{path}.variants.{name}"
+        c.ident(name, f"{path}.variants (a name)")
         if not isinstance(v, dict):
             c.fail(vpath, f"must be an object, got {_kind(v)}")
         error = c.typed(v, "error", vpath, (str,), nullable=True)

@@ -21,13 +21,14 @@ import jinja2
 import yaml
 
 from publish import ledger
+from publish.charts import Chart
 from publish.check import stray_numbers
 from publish.claims import Claim
 from publish.export import Citation, citation, strict_json, to_csv, to_json
 from publish.pages import STUDIES, SiteData, pages, review
 from publish.review import claim_history, load_withdrawals
 from publish.runs import Run, load_runs, strict_copy
-from publish.safe import finalize
+from publish.safe import finalize, plotly_safe
 from publish.schema import RunFileError
 from publish.tables import Table
 
@@ -126,6 +127,9 @@ def render(root: Path, data: SiteData, site_url: str) -> Rendered:
         data.runs, lambda runs: claims if len(runs) == len(data.runs) else claims_of(SiteData(runs))
     )
     contexts["review.md"] = review.context(data, history, contradicted)
+    for ctx in contexts.values():  # chart text (names, categories, hovers) is shown as written
+        for chart in _walk(ctx, Chart):
+            chart.figure = plotly_safe(chart.figure)
     templates = {p.output: p.template for p in pages()} | {"review.md": "review.md.j2"}
 
     tables: list[tuple[str, Table]] = []

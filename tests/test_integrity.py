@@ -299,9 +299,34 @@ def test_text_from_run_files_and_withdrawals_never_becomes_markup(tmp_path) -> N
     sources = _visible(out / "sources.html")
     assert sources.count("[notes](javascript:alert(1))") >= 4  # GPU, command, note, package
     assert "wrong: NVIDIA H200 [notes](javascript:alert(1))" in _visible(out / "review.html")
+    import html
+
+    for page in out.glob("*.html"):  # chart text: escaped for Plotly, which renders some HTML
+        for spec in re.findall(r'data-figure="([^"]*)"', page.read_text()):
+            for text in _chart_strings(json.loads(html.unescape(spec))):
+                assert "<" not in text and ">" not in text, (page.name, text)
     # The downloads hold the text as data: strict JSON, and CSV that opens as text.
     for path in (out / "tables").glob("*.json"):
         json.loads(path.read_text(), parse_constant=_refuse)
+
+
+def test_chart_text_is_shown_as_written() -> None:
+    """Plotly renders a little HTML in trace names, categories, hover and tick text: every
+    string of a figure but the site's own hover templates reaches it escaped."""
+    from publish.safe import plotly_safe
+
+    fig = {"data": [{"name": '<a href="javascript:x">n</a>', "x": ["<b>b</b>", "%{y}"], "hovertemplate": "%{x}<br>"}]}
+    safe = plotly_safe(fig)["data"][0]
+    assert "<" not in safe["name"] + "".join(safe["x"]) and "%{" not in safe["x"][1]
+    assert safe["hovertemplate"] == "%{x}<br>"
+
+
+def _chart_strings(obj: Any, key: str = "") -> list[str]:
+    if isinstance(obj, dict):
+        return [s for k, v in obj.items() for s in _chart_strings(v, k)]
+    if isinstance(obj, list):
+        return [s for v in obj for s in _chart_strings(v, key)]
+    return [obj] if isinstance(obj, str) and key != "hovertemplate" else []
 
 
 def test_data_text_escapes_every_markdown_and_html_character() -> None:
@@ -414,6 +439,8 @@ def _set(path: str, value: Any):  # type: ignore[no-untyped-def]
         (lambda t: t.replace('"name": "NVIDIA H200"', '"name": "\\ud800"'), "env.gpu.name", "surrogate"),
         (lambda t: t.replace('"rows": 32,', '"rows": "32",', 1), "cases[0].case.rows", "whole number"),
         (lambda t: t.replace('"rows": 32,', '"rows": 32, "rows": 33,', 1), "rows (a repeated key)", "twice"),
+        (lambda t: t.replace('"fwd/bf16/32x127/cold"', '"fwd/[x](javascript:y)"', 1), "cases[0].id", "letters"),
+        (lambda t: t.replace('"liger": {', '"<b>liger</b>": {', 1), "cases[0].variants (a name)", "letters"),
         (lambda t: t[: len(t) // 2], "(file)", "not valid JSON"),
         (lambda t: "[" * 5000 + "]" * 5000, "(file)", ""),
     ],
