@@ -104,8 +104,21 @@ def _unique(claims: list[tuple[str, Claim]]) -> list[tuple[str, Claim]]:
     return [(page, c) for (page, _), c in seen.items()]
 
 
+def _context(page: Any, data: SiteData) -> dict[str, Any]:
+    """A page's context; a failure the run-file checks did not foresee still ends as a
+    "build failed" line naming the page and the runs it read, not as a traceback."""
+    try:
+        return page.context(data)
+    except Exception as exc:
+        runs = ", ".join(r.source for r in data.runs) or "no runs"
+        raise BuildError(
+            f"{page.output}: the page could not be computed from the runs in force ({runs}): "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+
+
 def claims_of(data: SiteData) -> list[tuple[str, Claim]]:
-    return _unique([(p.output, c) for p in pages() if p.claims for c in _walk(p.context(data), Claim)])
+    return _unique([(p.output, c) for p in pages() if p.claims for c in _walk(_context(p, data), Claim)])
 
 
 @dataclass
@@ -119,7 +132,7 @@ class Rendered:
 def render(root: Path, data: SiteData, site_url: str) -> Rendered:
     env = environment(root / "templates")
     runs_by_id = {r.run_id: r for r in data.all_runs}
-    contexts = {p.output: p.context(data) for p in pages()}
+    contexts = {p.output: _context(p, data) for p in pages()}
     claims = _unique([(p.output, c) for p in pages() if p.claims for c in _walk(contexts[p.output], Claim)])
     contradicted = [(page, c) for page, c in claims if c.kind == "observation" and not c.holds]
     # The last step of the history is the current set of runs, whose claims are already known.

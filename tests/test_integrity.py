@@ -606,3 +606,17 @@ def test_a_site_url_without_a_trailing_slash_still_makes_page_urls(project) -> N
     doc = json.loads((_out(project) / "tables" / "softmax-fwd-bf16.json").read_text())
     assert doc["url"] == "https://host/notes/softmax.html#softmax-fwd-bf16"
     assert "notessoftmax" not in doc["cite"]["footnote"] + doc["cite"]["bibtex"]
+
+
+def test_a_page_that_cannot_be_computed_names_itself_and_its_runs(project, monkeypatch) -> None:
+    """The last line of defence: data the checks did not foresee ends as a clear error."""
+    from publish.pages import home
+    from publish.site import BuildError
+
+    def broken(data):  # type: ignore[no-untyped-def]
+        raise KeyError("rows")
+
+    monkeypatch.setattr(home, "context", broken)
+    with pytest.raises(BuildError, match=rf"index\.md: the page could not be computed .*{A}\.json.*KeyError"):
+        build(project, _out(project))
+    assert (_out(project) / "marker").read_text() == "previous build"
