@@ -4,9 +4,11 @@ Plotly bundle the site serves itself (no CDN).  Every point's hover names its ru
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 
 from publish.numbers import Num
+from publish.tables import Text
 
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 
@@ -24,69 +26,217 @@ class Chart:
         return json.dumps(self.figure, separators=(",", ":"))
 
 
+Point = Num | Text | None  # a value; a Text marks a missing one ("refused", "failed check"); None: not applicable
+
+SMALL = 0.06  # on a linear axis, a value under this share of the largest is labelled with its number
+
+
+def _ref_line(layout: dict, ref: tuple[str, float] | None, *, log_y: bool = False) -> None:
+    if ref is None:
+        return
+    label, value = ref
+    layout["shapes"] = [
+        {
+            "type": "line",
+            "xref": "paper",
+            "x0": 0,
+            "x1": 1,
+            "y0": value,
+            "y1": value,
+            "line": {"dash": "dash", "width": 1.5, "color": "#444"},
+        }
+    ]
+    layout["annotations"] = [
+        {
+            "xref": "paper",
+            "x": 1,
+            "y": math.log10(value) if log_y else value,  # an annotation on a log axis is placed in log10 units
+            "text": label,
+            "showarrow": False,
+            "xanchor": "right",
+            "yanchor": "bottom",
+            "font": {"size": 11},
+        }
+    ]
+
+
+RATIO_TICKS = (1 / 8, 1 / 4, 1 / 2, 2 / 3, 0.8, 1, 1.25, 1.5, 2, 3, 5, 10, 20, 50, 100)
+
+
+def _ratio_ticks(values: list[float]) -> dict:
+    """Tick marks for a log axis of ratios: a few readable ratios across the data's range."""
+    lo, hi = min(values, default=1.0), max(values, default=1.0)
+    steps = RATIO_TICKS if hi / lo < 6 else (1 / 8, 1 / 4, 1 / 2, 1, 2, 5, 10, 20, 50, 100)  # labels a line apart
+    ticks = [t for t in steps if lo / 1.6 <= t <= hi * 1.6] or [1.0]
+    return {"tickvals": ticks, "ticktext": [f"{round(t, 2):g}×" for t in ticks]}
+
+
+def _layout(title: str, y_title: str, *, log_y: bool, ref: tuple[str, float] | None) -> dict:
+    layout: dict = {
+        "title": {"text": title, "font": {"size": 14}},
+        "yaxis": {"title": {"text": y_title}, "type": "log" if log_y else "linear"},
+        "xaxis": {"type": "category"},
+        "legend": {"orientation": "h", "y": -0.2},
+        "margin": {"t": 40, "r": 40, "b": 10, "l": 60},
+        "height": 400,
+    }
+    if not log_y:
+        layout["yaxis"]["rangemode"] = "tozero"
+    _ref_line(layout, ref, log_y=log_y)
+    return layout
+
+
+def _finite(points: list[Point]) -> list[float]:
+    return [n.value for n in points if isinstance(n, Num) and n.value is not None and math.isfinite(n.value)]
+
+
 def bars(
     chart_id: str,
     title: str,
     categories: list[str],
-    series: list[tuple[str, list[Num | None]]],
+    series: list[tuple[str, list[Point]]],
     y_title: str,
     *,
     ref: tuple[str, float] | None = None,
-    log_y: bool = False,
     styles: list[dict] | None = None,
 ) -> Chart:
-    """Grouped bars: one trace per series, one group per category; ``None`` leaves a gap.
-    ``styles`` (one per series) replaces a series' marker, e.g. to give two measurements of
-    one variant the same colour and tell them apart by a hatch pattern."""
+    """Grouped bars on a linear axis (a bar's length means something only from zero: never on
+    a log axis; use :func:`dots` there).  A missing value is a zero-height bar labelled with
+    why ("refused", "failed check"); a value too small to see is labelled with its number."""
+    top = max((v for _, pts in series for v in _finite(pts)), default=0.0)
     data = []
-    for i, (name, nums) in enumerate(series):
+    for i, (name, points) in enumerate(series):
+        y, text, hover = [], [], []
+        for p in points:
+            if isinstance(p, Num):
+                y.append(p.value)
+                text.append(p.text() if top and p.value < SMALL * top else "")
+                hover.append(p.text())
+            else:
+                y.append(0 if isinstance(p, Text) else None)
+                text.append(p.text if isinstance(p, Text) else "")
+                hover.append(f"{p.text}: {p.title}" if isinstance(p, Text) else "")
         data.append(
             {
                 "type": "bar",
                 "name": name,
                 "x": categories,
-                "y": [n.value if n is not None else None for n in nums],
-                "text": [n.text() if n is not None else "" for n in nums],
-                "textposition": "none",
-                "customdata": [n.sources[0].run_id if n is not None and n.sources else "" for n in nums],
-                "hovertemplate": "%{x}<br>" + name + ": %{text}<br>run %{customdata}<extra></extra>",
+                "y": y,
+                "text": text,
+                "textposition": "outside",
+                "textangle": -90,
+                "cliponaxis": False,
+                "customdata": [[h, _run(p)] for h, p in zip(hover, points, strict=True)],
+                "hovertemplate": "%{x}<br>" + name + ": %{customdata[0]}<br>run %{customdata[1]}<extra></extra>",
                 "marker": styles[i] if styles is not None else {"color": PALETTE[i % len(PALETTE)]},
             }
         )
-    layout: dict = {
-        "title": {"text": title, "font": {"size": 14}},
-        "barmode": "group",
-        "yaxis": {"title": {"text": y_title}, "type": "log" if log_y else "linear", "rangemode": "tozero"},
-        "xaxis": {"type": "category"},
-        "legend": {"orientation": "h", "y": -0.2},
-        "margin": {"t": 40, "r": 10, "b": 10, "l": 60},
-        "height": 380,
-    }
-    if ref is not None:
-        label, value = ref
-        layout["shapes"] = [
-            {
-                "type": "line",
-                "xref": "paper",
-                "x0": 0,
-                "x1": 1,
-                "y0": value,
-                "y1": value,
-                "line": {"dash": "dash", "width": 1.5, "color": "#444"},
-            }
-        ]
-        layout["annotations"] = [
-            {
-                "xref": "paper",
-                "x": 1,
-                "y": value,
-                "text": label,
-                "showarrow": False,
-                "xanchor": "right",
-                "yanchor": "bottom",
-                "font": {"size": 11},
-            }
-        ]
+    layout = _layout(title, y_title, log_y=False, ref=ref)
+    layout["barmode"] = "group"
+    return Chart(chart_id, title, {"data": data, "layout": layout})
+
+
+def _run(p: Point) -> str:
+    return p.sources[0].run_id if isinstance(p, Num) and p.sources else ""
+
+
+def dots(
+    chart_id: str,
+    title: str,
+    categories: list[str],
+    series: list[tuple[str, list[Point]]],
+    y_title: str,
+    *,
+    log_y: bool = False,
+    ref: tuple[str, float] | None = None,
+    styles: list[dict] | None = None,
+    intervals: list[list[tuple[float, float] | None]] | None = None,
+    ratio_ticks: bool = False,
+) -> Chart:
+    """Markers, one trace per series, side by side in each category: readable on a log axis
+    (where bars would mislead) and for small values next to large ones.  A missing value
+    is drawn as a cross under the data, labelled with why ("refused", "failed check"); on a
+    linear axis a value too small to read is labelled with its number.  ``intervals`` (per
+    series, per point) adds error bars, e.g. a ratio's 95% interval; ``ratio_ticks`` labels
+    a log axis of ratios at readable ratios (0.5×, 1×, 2×)."""
+    finite = [v for _, pts in series for v in _finite(pts)]
+    top = max(finite, default=1.0)
+    bottom = min(finite, default=1.0)
+    placed = [0] * len(categories)  # missing marks already placed in each category
+
+    def foot(j: int) -> float:
+        """Where a missing mark goes: under the data, one step lower for each mark already
+        in the category, so that their labels do not overlap."""
+        k = placed[j]
+        placed[j] += 1
+        return bottom / (1.6 * 1.45**k) if log_y else -0.07 * top * (k + 1)
+
+    data = []
+    for i, (name, points) in enumerate(series):
+        style = dict(styles[i]) if styles is not None else {"color": PALETTE[i % len(PALETTE)]}
+        colour = style.get("color", PALETTE[i % len(PALETTE)])
+        group = {"legendgroup": name, "offsetgroup": str(i), "cliponaxis": False}
+        y = [p.value if isinstance(p, Num) else None for p in points]
+        small = [isinstance(p, Num) and not log_y and p.value < SMALL * top for p in points]
+        trace: dict = {
+            "type": "scatter",
+            "mode": "markers+text",
+            "name": name,
+            "x": categories,
+            "y": y,
+            "text": [p.text() if s else "" for p, s in zip(points, small, strict=True)],  # type: ignore[union-attr]
+            "textposition": "top center",
+            "textfont": {"size": 10},
+            "marker": {
+                "size": 9,
+                "color": colour,
+                "symbol": style.get("symbol", "circle"),
+                "line": {"width": 1.5, "color": colour},
+            },
+            "customdata": [[p.text() if isinstance(p, Num) else "", _run(p)] for p in points],
+            "hovertemplate": "%{x}<br>" + name + ": %{customdata[0]}<br>run %{customdata[1]}<extra></extra>",
+            **group,
+        }
+        if intervals is not None and intervals[i] is not None:
+            ups, downs = [], []
+            for v, iv in zip(y, intervals[i], strict=True):
+                ok = iv is not None and v is not None
+                ups.append(iv[1] - v if ok else 0)  # type: ignore[index, operator]
+                downs.append(v - iv[0] if ok else 0)  # type: ignore[index, operator]
+            trace["error_y"] = {"type": "data", "symmetric": False, "array": ups, "arrayminus": downs, "width": 3,
+                                "thickness": 1.2, "color": colour}  # fmt: skip
+        data.append(trace)
+        gone = [(j, p) for j, p in enumerate(points) if isinstance(p, Text)]
+        if gone:
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "markers+text",
+                    "name": f"{name}: no time",
+                    "showlegend": False,
+                    "x": [categories[j] for j, _ in gone],
+                    "y": [foot(j) for j, _ in gone],
+                    "text": [p.text for _, p in gone],
+                    "textposition": "top center",
+                    "textfont": {"size": 10, "color": colour},
+                    "marker": {
+                        "size": 9,
+                        "symbol": "x-thin-open",
+                        "color": colour,
+                        "line": {"width": 2, "color": colour},
+                    },
+                    "customdata": [f"no time: {p.text}" + (f" ({p.title[:160]})" if p.title else "") for _, p in gone],
+                    "hovertemplate": "%{x}<br>" + name + ": %{customdata}<extra></extra>",
+                    **group,
+                }
+            )
+    layout = _layout(title, y_title, log_y=log_y, ref=ref)
+    if log_y and ratio_ticks:
+        layout["yaxis"] |= _ratio_ticks([v for t in data for v in t["y"] if v is not None])
+    elif log_y:
+        layout["yaxis"]["dtick"] = "D2"  # 1, 2, 5 in each decade, no crowded minor labels
+    layout["scattermode"] = "group"
+    layout["scattergap"] = 0.35
     return Chart(chart_id, title, {"data": data, "layout": layout})
 
 
@@ -110,7 +260,6 @@ def heatmap(
     ``None`` leaves a hole.  With ``categories`` the values are indices into it and the
     colour bar names them (e.g. the best plan of each cell); ``labels`` then gives each
     cell's name for the hover.  ``log`` colours by log2 of the value (ratios around 1)."""
-    import math
 
     def z_of(n: Num | None) -> float | None:
         if n is None or n.value is None or not math.isfinite(n.value):

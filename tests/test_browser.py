@@ -135,7 +135,7 @@ def test_every_chart_draws(page, base_url) -> None:
     page.goto(f"{base_url}/softmax.html")
     drawn, total = charts_drawn(page)
     assert total >= 4 and drawn >= total
-    assert page.locator(".lab-chart .bars path").count() > 20  # bars, not an empty frame
+    assert page.locator(".lab-chart .scatterlayer .point").count() > 50  # markers, not an empty frame
     assert page.problems == []
 
 
@@ -156,8 +156,8 @@ def test_charts_draw_after_instant_navigation(page, base_url) -> None:
 def test_numbers_in_tables_carry_provenance(page, base_url) -> None:
     page.goto(f"{base_url}/softmax.html")
     charts_drawn(page)  # layout settled: a click lands where it aims
-    cells = page.locator(".lab-table td a.num")
-    assert cells.count() > 200
+    assert page.locator(".lab-table td a.num").count() > 200
+    cells = page.locator("#softmax-losses td a.num")  # a measured time: its case, variant and statistic
     title = cells.first.get_attribute("title")
     assert title and "run softmax-" in title and "case " in title and "median of" in title
     run_id = cells.first.get_attribute("data-run")
@@ -198,9 +198,10 @@ def test_search_works_offline(page, base_url) -> None:
 
 
 def test_csv_download_equals_the_rows_shown_and_the_json(page, base_url) -> None:
-    page.goto(f"{base_url}/softmax.html")
+    page.goto(f"{base_url}/softmax.html#softmax-fwd-bf16")  # the link opens the table's section
     charts_drawn(page)
     table = page.locator("#softmax-fwd-bf16")
+    assert table.is_visible()
     shown = [[td.inner_text().strip() for td in tr.locator("td").all()] for tr in table.locator("tbody tr").all()]
     header = [th.inner_text().strip() for th in table.locator("thead th").all()]
     with page.expect_download() as info:
@@ -214,7 +215,7 @@ def test_csv_download_equals_the_rows_shown_and_the_json(page, base_url) -> None
 
 
 def test_cite_block_names_real_runs(page, base_url) -> None:
-    page.goto(f"{base_url}/softmax.html")
+    page.goto(f"{base_url}/softmax.html#softmax-fwd-bf16")
     block = page.locator("#softmax-fwd-bf16 details.lab-cite")
     block.locator("summary").click()
     footnote = block.locator("code.lab-cite-md").inner_text()
@@ -250,7 +251,10 @@ def test_every_link_resolves(page, base_url) -> None:
 
 
 def visible_leftovers(pg) -> list[str]:  # type: ignore[no-untyped-def]
-    """Pieces of the article's visible text that are markup, reprs or template syntax."""
+    """Pieces of the article's visible text that are markup, reprs or template syntax (with
+    every collapsed section opened, as a reader may; the citation blocks hold Markdown and
+    BibTeX on purpose)."""
+    pg.evaluate("document.querySelectorAll('article details:not(.lab-cite)').forEach(d => d.open = true)")
     text = pg.locator("article").inner_text()
     return [text[max(0, m.start() - 40) : m.end() + 40] for m in LEFTOVERS.finditer(text)]
 
@@ -290,3 +294,134 @@ def test_heat_maps_draw_and_name_their_run(browser, synthetic_url) -> None:
     assert spec and "rowgrid-20261202T000000Z-bbbbbbb" in spec  # every cell's hover names its run
     assert "held-out run" in pg.locator("article").inner_text()
     context.close()
+
+
+# ----------------------------------------------------------------------------- a page a reader can use
+
+# Every table's width against its box: the table, and the element that would scroll it.
+TABLE_WIDTHS = """() => Array.from(document.querySelectorAll('article table')).map(t => {
+  const box = t.closest('.lab-scroll') || t.closest('.md-typeset__scrollwrap') || t.parentElement;
+  const lab = t.closest('.lab-table');
+  return {id: lab ? lab.id : t.closest('[id]')?.id || '(table)', width: t.getBoundingClientRect().width,
+          box: box.clientWidth};
+})"""
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_no_column_is_hidden_at_1400px(browser, base_url, name) -> None:
+    """At 1400 px every table, collapsed sections opened, fits the box it sits in: no column
+    needs a sideways scroll to be seen."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    pg = context.new_page()
+    pg.goto(f"{base_url}/{name}")
+    pg.wait_for_load_state("networkidle")
+    pg.evaluate("document.querySelectorAll('article details').forEach(d => d.open = true)")
+    wide = [t for t in pg.evaluate(TABLE_WIDTHS) if t["width"] > t["box"] + 1]
+    assert wide == [], f"{name}: tables wider than their box at 1400 px: {wide}"
+    context.close()
+
+
+def test_softmax_page_puts_the_answer_first_and_details_behind_a_click(browser, base_url) -> None:
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    pg = context.new_page()
+    pg.goto(f"{base_url}/softmax.html")
+    charts_drawn(pg)
+    order = pg.evaluate(
+        """() => ['softmax-summary', 'softmax-fwd-speedup', 'targets', 'softmax-losses', 'softmax-fwd-bf16']
+                 .map(id => document.getElementById(id).getBoundingClientRect().top)"""
+    )
+    assert order == sorted(order), "summary, key chart, targets, losses, then the details"
+    assert not pg.locator("#softmax-fwd-bf16").is_visible()  # inside a section opened on purpose
+    pg.locator("details.lab-details:has(#softmax-fwd-bf16) > summary").click()
+    assert pg.locator("#softmax-fwd-bf16").is_visible()
+    height = pg.evaluate("document.documentElement.scrollHeight")
+    assert height < 20000, f"the softmax page is {height} px tall at 1400 px"
+    context.close()
+
+
+def test_losses_are_visible_on_a_phone(browser, base_url) -> None:
+    """At 390 px the summary and the losses stack into cards: every cell, the faster peer and
+    the speedup included, lies on the screen without a sideways scroll."""
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    pg = context.new_page()
+    pg.goto(f"{base_url}/softmax.html")
+    charts_drawn(pg)
+    for table_id in ("softmax-summary", "softmax-losses", "softmax-losses-eager"):
+        cells = pg.evaluate(
+            f"""() => Array.from(document.querySelectorAll('#{table_id} tbody td')).map(td => {{
+                const r = td.getBoundingClientRect();
+                return {{label: td.dataset.label, left: r.left, right: r.right, width: r.width}};
+            }})"""
+        )
+        assert cells, table_id
+        off = [c for c in cells if c["left"] < 0 or c["right"] > 390 or c["width"] <= 0]
+        assert off == [], f"{table_id}: cells off the screen at 390 px: {off[:3]}"
+        labels = {c["label"] for c in cells}
+        if table_id != "softmax-summary":
+            assert {"Faster peer", "Speedup"} <= labels
+        scroll = "id => { const s = document.querySelector('#' + id + ' .lab-scroll'); "
+        box = pg.evaluate(scroll + "return s.scrollWidth - s.clientWidth; }", table_id)
+        assert box <= 1, f"{table_id} scrolls sideways at 390 px"
+    context.close()
+
+
+def test_keyboard_focus_shows_provenance(page, base_url) -> None:
+    page.goto(f"{base_url}/softmax.html")
+    charts_drawn(page)
+    page.locator("#softmax-summary a.lab-anchor").focus()
+    for _ in range(12):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.matches('a.num')"):
+            break
+    assert page.evaluate("document.activeElement.matches('a.num')"), "Tab never reached a number"
+    pop = page.locator("#lab-pop")
+    assert pop.is_visible()
+    text = pop.inner_text()
+    title = page.evaluate("document.activeElement.getAttribute('title')")
+    assert "run softmax-" in text and text.split("\n")[0] == title.split("\n")[0]
+    assert page.evaluate("document.activeElement.getAttribute('aria-describedby')") == "lab-pop"
+    page.keyboard.press("Escape")
+    assert not pop.is_visible()
+    # Cells that explain themselves on hover (a refusal) are reachable the same way.
+    refused = page.locator("#softmax-summary td span[title]:not([title=''])").first
+    refused.focus()
+    assert pop.is_visible() and pop.inner_text().strip()
+    assert page.problems == []
+
+
+def test_a_tap_shows_provenance_before_following_the_number(browser, base_url) -> None:
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    pg = context.new_page()
+    pg.goto(f"{base_url}/softmax.html")
+    charts_drawn(pg)
+    number = pg.locator("#softmax-losses a.num").first
+    number.tap()
+    pop = pg.locator("#lab-pop")
+    pop.wait_for(state="visible")
+    assert pg.url.endswith("/softmax.html") and "run softmax-" in pop.inner_text()
+    assert "sources.html#run-" in (pop.locator("a.lab-pop-link").get_attribute("href", timeout=2000) or "")
+    number.tap()  # a second tap follows the link
+    pg.wait_for_url("**/sources.html#run-*")
+    context.close()
+
+
+def test_charts_mark_missing_values_and_keep_small_ones_readable(page, base_url) -> None:
+    """No bar on a log axis; a peer without a time is marked with why (refused, failed check),
+    not left blank; latency-bound cases stay readable beside large ones."""
+    page.goto(f"{base_url}/softmax.html")
+    charts_drawn(page)
+    specs = page.eval_on_selector_all(".lab-chart", "els => els.map(e => JSON.parse(e.getAttribute('data-figure')))")
+    assert specs
+    for spec in specs:
+        if spec["layout"].get("yaxis", {}).get("type") == "log":
+            assert all(t["type"] != "bar" for t in spec["data"]), spec["layout"]["title"]
+    key = page.locator("#softmax-fwd-speedup")
+    marks = key.locator("text").all_text_contents()
+    assert any(m.strip() in ("refused", "failed check", "error") for m in marks), marks[:20]
+    # The latency-bound cases (a few GB/s beside thousands) are drawn on a log axis: every
+    # point of the bandwidth chart lies inside the plot, none squashed onto the axis.
+    bandwidth = next(s for s in specs if s["layout"]["title"]["text"].startswith("Forward, bf16, cold L2: achieved"))
+    assert bandwidth["layout"]["yaxis"]["type"] == "log"
+    plot = page.locator("#softmax-fwd-bw-cold .bglayer rect").first.bounding_box()
+    points = [p.bounding_box() for p in page.locator("#softmax-fwd-bw-cold .scatterlayer .point").all()]
+    assert plot and points and all(b and plot["y"] - 1 <= b["y"] <= plot["y"] + plot["height"] for b in points)

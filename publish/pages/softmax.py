@@ -10,10 +10,10 @@ from typing import Any
 
 from markupsafe import Markup
 
-from publish.charts import PALETTE, Chart, bars
+from publish.charts import PALETTE, Chart, dots
 from publish.claims import Claim, sentence
-from publish.numbers import Num, definition
-from publish.results import EAGER, CaseResult, StudyResults
+from publish.numbers import Num, Source, definition
+from publish.results import EAGER, CaseResult, Measurement, StudyResults
 from publish.tables import Column, Table, Text
 
 OURS = "triton"
@@ -136,7 +136,12 @@ def speed_table(results: StudyResults, direction: str, dtype: str) -> Table | No
             if ours is None:
                 row["ours"] = _refusal(c, OURS)
             else:
-                row |= {"ours": _bare(ours.time()), "gbps": ours.gbps(), "pct": ours.pct_copy()}
+                gbps = ours.gbps()
+                row |= {
+                    "ours": _bare(ours.time()),
+                    "gbps": Num(gbps.value, "GBps_bare", gbps.sources, gbps.note),
+                    "pct": ours.pct_copy(),
+                }
             row["ours_eager"] = _eager_time(c, OURS)
             for peer in PEERS:
                 row[peer] = c.speedup(OURS, peer) or _refusal(c, peer)
@@ -184,17 +189,19 @@ def eager_table(results: StudyResults, direction: str, dtype: str) -> Table | No
 
 
 def time_table(results: StudyResults, direction: str, dtype: str, *, eager: bool = False) -> Table | None:
+    """Every peer's median beside ours (the forced plans have their own table)."""
     cases = results.where(direction=direction, dtype=dtype)
     if not cases or (eager and not _has_eager(cases)):
         return None
-    present = [v for v in LABELS if any(v in c.variants for c in cases)]
+    shown = [OURS, *PEERS]  # the forced plans have their own table
+    present = [v for v in shown if any(v in c.variants for c in cases)]
     measure = EAGER_CALL if eager else DEVICE_TIME
     cols = [Column("shape", "Shape", numeric=False), Column("l2", "L2", numeric=False)] + [
         Column(v, LABELS[v], f"median µs, {measure}") for v in present
     ]
     table = Table(
         f"softmax-{_slug(direction)}-{dtype}-{'eager-times' if eager else 'times'}",
-        f"{DIRECTIONS[direction]}, {dtype}: median time of every variant (µs), {measure}",
+        f"{DIRECTIONS[direction]}, {dtype}: median time of ours and every peer (µs), {measure}",
         cols,
     )
     for rows, width in _shapes(results, direction, dtype):
@@ -212,6 +219,7 @@ def time_table(results: StudyResults, direction: str, dtype: str, *, eager: bool
 
 
 def plans_table(results: StudyResults) -> Table:
+    """Every plan timed in the same run, wherever the forced plans were timed."""
     cols = (
         [Column("case", "Case", numeric=False), Column("l2", "L2", numeric=False)]
         + [Column(v, label, f"median µs, {DEVICE_TIME}") for v, label in PLANS.items()]
@@ -221,21 +229,91 @@ def plans_table(results: StudyResults) -> Table:
         ]
     )
     table = Table(
-        "softmax-plans", f"Wide rows: every plan timed in the same run (bf16, {DEVICE_TIME}; eager call beside)", cols
+        "softmax-plans", f"Wide rows: every plan timed in the same run ({DEVICE_TIME}; eager call beside)", cols
     )
     for direction in DIRECTIONS:
-        for c in results.where(direction=direction, dtype="bf16"):
-            if "triton-looped" not in c.variants:
-                continue
-            row: dict[str, Any] = {"case": f"{DIRECTIONS[direction]} {c.shape}", "l2": _l2(c)}
-            for v in PLANS:
-                m = c.get(v)
-                row[v] = _bare(m.time()) if m else _refusal(c, v)
-            row["eager"] = _eager_time(c, OURS)
-            chosen = c.get(OURS)
-            row["chosen"] = Text(chosen.meta.get("plan", "?") if chosen else "—")
-            table.rows.append(row)
+        for dtype in DTYPES:
+            for c in results.where(direction=direction, dtype=dtype):
+                if "triton-looped" not in c.variants:
+                    continue
+                row: dict[str, Any] = {"case": f"{DIRECTIONS[direction]}, {dtype}, {c.shape}", "l2": _l2(c)}
+                for v in PLANS:
+                    m = c.get(v)
+                    row[v] = _bare(m.time()) if m else _refusal(c, v)
+                row["eager"] = _eager_time(c, OURS)
+                chosen = c.get(OURS)
+                row["chosen"] = Text(chosen.meta.get("plan", "?") if chosen else "—")
+                table.rows.append(row)
     return table
+
+
+# ----------------------------------------------------------------------------- the answer
+
+
+def _count(k: int, cases: list[CaseResult], what: str) -> Num:
+    """A count of cases, linked to the runs the cases came from."""
+    runs = sorted({c.run.run_id for c in cases})
+    return Num(k, "count", tuple(Source(r, statistic="holds cases counted here") for r in runs), note=what)
+
+
+def summary_table(results: StudyResults) -> Table:
+    """One line per peer: in how many cases ours was faster, unresolved or slower, on device
+    time and as an eager call, and the widest loss: the page's answer in one table."""
+    cols = [Column("peer", "Peer", numeric=False)]
+    for key, label in (("dev", "Device time"), ("eag", "Eager call")):
+        cols += [
+            Column(f"{key}_win", f"{label}: ours faster", "cases where the one verdict is a win"),
+            Column(f"{key}_tie", f"{label}: unresolved", "cases where the difference is not resolved: shown as a tie"),
+            Column(f"{key}_loss", f"{label}: ours slower", "cases where the one verdict is a loss"),
+        ]
+    cols.append(Column("worst", "Widest loss (device)", "the lowest resolved speedup, and its case", numeric=False))
+    table = Table(
+        "softmax-summary", "Ours against each peer: cases won, unresolved and lost, every shape and dtype", cols
+    )
+    timed = [c for c in results.cases.values() if c.get(OURS) is not None]
+    for peer, label in PEERS.items():
+        row: dict[str, Any] = {"peer": Text(label)}
+        compared_any = False
+        for key, view in (("dev", lambda c: c), ("eag", lambda c: c.eager())):
+            outcomes = [(c, _outcome(view(c), peer)) for c in timed]
+            compared = [c for c, o in outcomes if o is not None]
+            compared_any |= bool(compared)
+            for outcome, col in (("win", "win"), ("unresolved", "tie"), ("loss", "loss")):
+                found = [c for c, o in outcomes if o == outcome]
+                row[f"{key}_{col}"] = (
+                    _count(len(found), compared, f"{outcome} against {label} in {len(found)} of {len(compared)} cases")
+                    if compared
+                    else Text("—", "not measured")
+                )
+        if not compared_any:
+            continue
+        losses = [c for c in timed if _outcome(c, peer) == "loss"]
+        if losses:
+            worst = min(losses, key=lambda c: c.ratio(peer, OURS).value)  # type: ignore[union-attr]
+            row["worst"] = Text.rich(
+                sentence("{x} at {case}", x=worst.speedup(OURS, peer), case=worst.case_id.replace("x", "×"))  # type: ignore[arg-type]
+            )
+        else:
+            row["worst"] = Text("none", "no resolved loss on device time")
+        table.rows.append(row)
+    return table
+
+
+def _section_line(results: StudyResults, direction: str, dtype: str) -> Markup:
+    """What a collapsed section holds, in one line: its cases, and where ours lost."""
+    cases = [c for c in results.where(direction=direction, dtype=dtype) if c.get(OURS) is not None]
+    lost = [c for c in cases if any(_outcome(c, p) == "loss" for p in PEERS)]
+    eager = [c for c in cases if any(_outcome(c.eager(), p) == "loss" for p in PEERS)]
+    text = sentence(
+        "{n} cases; ours slower than some peer in {k} on device time",
+        n=_count(len(cases), cases, "cases in force"),
+        k=_count(len(lost), cases, "cases with a resolved loss, device time"),
+    )
+    if any(c.eager().get(OURS) for c in cases):
+        text += sentence(
+            " and in {e} as an eager call", e=_count(len(eager), cases, "cases with a resolved eager loss")
+        )
+    return text
 
 
 # ----------------------------------------------------------------------------- losses
@@ -296,7 +374,9 @@ def _why(c: CaseResult, peer: str, resolved: bool, close: bool, eager: bool = Fa
     return "unexplained"
 
 
-def losses_table(results: StudyResults, *, eager: bool = False) -> tuple[Table, list[tuple[str, Markup]]]:
+def losses_table(results: StudyResults, *, eager: bool = False) -> tuple[Table, Table, list[tuple[str, Markup]]]:
+    """Every case where a peer's median beat ours: the losses by the one verdict, and,
+    apart, the cases where the peer's median was lower but the difference is unresolved."""
     measure = EAGER_CALL if eager else DEVICE_TIME
     cols = [
         Column("case", "Case", numeric=False),
@@ -306,10 +386,10 @@ def losses_table(results: StudyResults, *, eager: bool = False) -> tuple[Table, 
         Column("ratio", "Speedup", "below 1.00×: we are slower"),
         Column("why", "Why", numeric=False),
     ]
-    table = Table(
-        "softmax-losses-eager" if eager else "softmax-losses",
-        f"Every case where a peer's median beat ours, {measure}",
-        cols,
+    base = "softmax-losses-eager" if eager else "softmax-losses"
+    lost = Table(base, f"Every case a peer won by the verdict (ours slower, resolved), {measure}", cols)
+    close = Table(
+        f"{base}-unresolved", f"Cases where a peer's median was lower but the difference is unresolved, {measure}", cols
     )
     reasons, used = _reasons(), {}
     for case in sorted(results.cases.values(), key=lambda c: (c.params["direction"], c.params["dtype"], _shape_key(c))):
@@ -320,25 +400,67 @@ def losses_table(results: StudyResults, *, eager: bool = False) -> tuple[Table, 
                 continue
             ours, theirs = c.get(OURS), c.get(peer)
             assert ours is not None and theirs is not None
-            speedup = c.speedup(OURS, peer)
             resolved = _outcome(c, peer) == "loss"
-            close = r.lo >= 1 - CLOSE.value / 100
-            key = _why(case, peer, resolved, close, eager)
+            key = _why(case, peer, resolved, r.lo >= 1 - CLOSE.value / 100, eager)
             used[key] = reasons[key]
-            table.rows.append(
+            (lost if resolved else close).rows.append(
                 {
                     "case": Text(c.case_id.replace("x", "×")),
                     "peer": PEERS[peer],
                     "ours": _bare(ours.time()),
                     "theirs": _bare(theirs.time()),
-                    "ratio": speedup,
+                    "ratio": c.speedup(OURS, peer),
                     "why": Text(reasons[key][0], _plain(reasons[key][1])),
                 }
             )
-    return table, list(used.values())
+    return lost, close, list(used.values())
 
 
 # ----------------------------------------------------------------------------- charts
+
+
+def _missing(c: CaseResult, variant: str) -> Text:
+    """A chart's mark for a variant with no time in a case: refused, failed check, error,
+    not measured, or not run."""
+    m = _refusal(c, variant)
+    return Text("not run", m.title) if m.text == "—" else m
+
+
+def _point(c: CaseResult, variant: str, value: Callable[[Measurement], Num]) -> Num | Text:
+    m = c.get(variant)
+    return value(m) if m is not None else _missing(c, variant)
+
+
+def _speedup_chart(results: StudyResults) -> Chart | None:
+    """The key chart: forward, bf16, cold L2, ours against each peer, as time ratios, so a
+    32×127 case of 2 µs reads as well as a 8192×32768 case of 300 µs."""
+    cases = results.where(direction="fwd", dtype="bf16", l2="cold")
+    cases = [c for c in cases if c.get(OURS) is not None]
+    if not cases:
+        return None
+    peers = [p for p in PEERS if any(p in c.variants for c in cases)]
+    series, intervals = [], []
+    for p in peers:
+        points: list[Num | Text] = []
+        bounds: list[tuple[float, float] | None] = []
+        for c in cases:
+            x = c.speedup(OURS, p)
+            points.append(x if x is not None else _missing(c, p))
+            r = c.ratio(p, OURS)
+            bounds.append((r.lo, r.hi) if r is not None else None)
+        series.append((PEERS[p], points))
+        intervals.append(bounds)
+    return dots(
+        "softmax-fwd-speedup",
+        f"Forward, bf16, cold L2: how many times faster ours ran than each peer ({DEVICE_TIME})",
+        [c.shape for c in cases],
+        series,
+        "peer's time / our time (log scale; above 1: ours faster)",
+        log_y=True,
+        ratio_ticks=True,
+        ref=("1.00×: the same time", 1.0),
+        intervals=intervals,
+    )
 
 
 def _bandwidth_chart(results: StudyResults, direction: str, l2: str) -> Chart | None:
@@ -346,15 +468,16 @@ def _bandwidth_chart(results: StudyResults, direction: str, l2: str) -> Chart | 
     if not cases:
         return None
     variants = [OURS, "liger", "quack", "compile", "torch", "eager"]
-    variants = [v for v in variants if any(c.get(v) for c in cases)]
-    series = [(LABELS[v], [c.get(v).gbps() if c.get(v) else None for c in cases]) for v in variants]
+    variants = [v for v in variants if any(v in c.variants for c in cases)]
+    series = [(LABELS[v], [_point(c, v, Measurement.gbps) for c in cases]) for v in variants]
     peak = cases[0].run.copy_peak
-    return bars(
+    return dots(
         f"softmax-{_slug(direction)}-bw-{l2}",
-        f"{DIRECTIONS[direction]}, bf16, {l2} L2: achieved bandwidth",
+        f"{DIRECTIONS[direction]}, bf16, {l2} L2: achieved bandwidth ({DEVICE_TIME})",
         [c.shape for c in cases],
         series,
-        "GB/s (bytes counted from the problem)",
+        "GB/s (bytes counted from the problem; log scale)",
+        log_y=True,  # latency-bound shapes move a few GB/s, the large ones thousands: both readable
         ref=(f"device copy, same run: {peak:,.0f} GB/s", peak),
     )
 
@@ -366,18 +489,15 @@ def _eager_chart(results: StudyResults, direction: str) -> Chart | None:
         return None
     series, styles = [], []
     for i, v in enumerate((OURS, "torch", "liger", "quack")):
-        if not any(c.get(v) for c in cases):
+        if not any(v in c.variants for c in cases):
             continue
         colour = PALETTE[i % len(PALETTE)]
-        series.append((f"{LABELS[v]}, device", [c.get(v).time() if c.get(v) else None for c in cases]))
-        series.append(
-            (f"{LABELS[v]}, eager call", [c.eager().get(v).time() if c.eager().get(v) else None for c in cases])
-        )
-        styles += [{"color": colour}, {"color": colour, "opacity": 0.55, "pattern": {"shape": "/"}}]
-    return bars(
+        series.append((f"{LABELS[v]}, device", [_point(c, v, Measurement.time) for c in cases]))
+        series.append((f"{LABELS[v]}, eager call", [_point(c.eager(), v, Measurement.time) for c in cases]))
+        styles += [{"color": colour}, {"color": colour, "symbol": "circle-open"}]
+    return dots(
         f"softmax-{_slug(direction)}-eager-chart",
-        f"{DIRECTIONS[direction]}, bf16, cold L2: device time (graph replay, solid) against the eager call "
-        "(host included, hatched)",
+        f"{DIRECTIONS[direction]}, bf16, cold L2: {DEVICE_TIME} (filled) against the {EAGER_CALL} (open)",
         [c.shape for c in cases],
         series,
         "µs per call (log scale)",
@@ -387,17 +507,30 @@ def _eager_chart(results: StudyResults, direction: str) -> Chart | None:
 
 
 def _plans_chart(results: StudyResults) -> Chart | None:
+    """Each plan's time over the planner's choice's, per wide shape: a ratio, so shapes of
+    10 µs and of 1 ms read on one scale."""
     cases = [c for c in results.where(direction="fwd", dtype="bf16", l2="cold") if "triton-looped" in c.variants]
+    cases = [c for c in cases if c.get(OURS) is not None]
     if not cases:
         return None
-    series = [(label, [c.get(v).time() if c.get(v) else None for c in cases]) for v, label in PLANS.items()]
-    return bars(
+    series = []
+    for v, label in PLANS.items():
+        if v == OURS:
+            continue
+        points: list[Num | Text] = []
+        for c in cases:
+            r = c.time_ratio(v, OURS)
+            points.append(r if r is not None else _missing(c, v))
+        series.append((label, points))
+    return dots(
         "softmax-plans-chart",
-        f"Wide rows, forward, bf16, cold L2: time of each plan ({DEVICE_TIME})",
+        f"Wide rows, forward, bf16, cold L2: each plan's time over the planner's choice ({DEVICE_TIME})",
         [c.shape for c in cases],
         series,
-        "µs, device time (log scale)",
+        "plan's time / planner's choice (log scale; above 1: slower)",
         log_y=True,
+        ratio_ticks=True,
+        ref=("the planner's choice", 1.0),
     )
 
 
@@ -410,16 +543,17 @@ def _warm_cold_chart(results: StudyResults) -> Chart | None:
         for c in cold
     ]
     series = [
-        ("cold L2", [c.get(OURS).gbps() if c.get(OURS) else None for c in cold]),
-        ("warm L2", [w.get(OURS).gbps() if w is not None and w.get(OURS) else None for w in warm]),
+        ("cold L2", [_point(c, OURS, Measurement.gbps) for c in cold]),
+        ("warm L2", [_point(w, OURS, Measurement.gbps) if w is not None else Text("not run") for w in warm]),
     ]
     peak = cold[0].run.copy_peak
-    return bars(
+    return dots(
         "softmax-warm-cold",
-        "Ours, forward, bf16: warm against cold L2",
+        f"Ours, forward, bf16: warm against cold L2 ({DEVICE_TIME})",
         [c.shape for c in cold],
         series,
-        "GB/s",
+        "GB/s (log scale)",
+        log_y=True,
         ref=(f"device copy: {peak:,.0f} GB/s", peak),
     )
 
@@ -436,6 +570,7 @@ def _case_target(
     cols: int,
     evaluate: Callable[[CaseResult], tuple[Markup, bool]],
     l2s: tuple[str, ...] = ("cold", "warm"),
+    after: Callable[[list[CaseResult]], Markup] | None = None,
 ) -> Claim:
     """A target on one shape: evaluated in every L2 mode the data hold (each must pass); a
     shape the data do not hold is reported as not met, never dropped."""
@@ -452,7 +587,10 @@ def _case_target(
         text, passed = evaluate(c)
         parts.append(sentence("{l2} L2: ", l2=c.params["l2"]) + text)
         ok = ok and passed
-    return Claim(claim_id, head + Markup(" ") + Markup("; ").join(parts) + Markup("."), ok, "target")
+    text = head + Markup(" ") + Markup("; ").join(parts) + Markup(".")
+    if after is not None:
+        text += after(found)
+    return Claim(claim_id, text, ok, "target")
 
 
 def _no_slower(peer: str, eager: bool = False) -> Callable[[CaseResult], tuple[Markup, bool]]:
@@ -504,11 +642,19 @@ def _vs_quack(c: CaseResult) -> tuple[Markup, bool]:
         return sentence("not measured ({why})", why=_refusal(c, OURS).title or "no samples"), False
     text = sentence("ours took {r} of QuACK's time", r=ratio)
     if _outcome(c, "quack") == "loss":
-        ours = c.get(OURS)
-        plan = ours.meta.get("plan") if ours is not None else None
-        why = WHY_QUACK if plan in ("looped", "split") else "Why is not yet explained (our block plan reads once too)."
-        text += sentence("; QuACK stays ahead. {why}", why=why.rstrip("."))
+        text += sentence(" (QuACK stays ahead)")
     return text, ratio.value <= QUACK_TARGET.value
+
+
+def _why_quack(found: list[CaseResult]) -> Markup:
+    """Why QuACK stays ahead, said once for the cases of a target where it does."""
+    ahead = [c for c in found if _outcome(c, "quack") == "loss"]
+    if not ahead:
+        return Markup("")
+    plans = {(c.get(OURS).meta.get("plan") if c.get(OURS) else None) for c in ahead}  # type: ignore[union-attr]
+    if plans <= {"looped", "split"}:
+        return sentence(" {why}", why=WHY_QUACK)
+    return sentence(" Why is not yet explained (our block plan reads once too).")
 
 
 def _eager_vs_torch(c: CaseResult) -> tuple[Markup, bool]:
@@ -593,6 +739,7 @@ def _targets(results: StudyResults) -> list[Claim]:
                 rows,
                 cols,
                 _vs_quack,
+                after=_why_quack,
             )
         )
     out += [
@@ -996,15 +1143,19 @@ def _decision(results: StudyResults, targets: list[Claim]) -> dict[str, Any]:
     eager = [c.eager() for c in timed if c.eager().get(OURS) is not None]
     if eager:
         eager_beaten, eager_ahead = _losses_by_peer(eager)
+        peers = [
+            sentence("{peer} was faster in {k}", peer=PEERS[p], k=_count(len(cs), cs, f"{PEERS[p]} faster, eager call"))
+            for p, cs in eager_beaten.items()
+        ]
         conclusion.append(
             sentence(
                 "Eager call (host included): ours was faster than every peer, or tied, in {k} of the {n} cases "
-                "measured this way; {peers}.",
+                "measured this way; ",
                 k=Num(eager_ahead, "count"),
                 n=Num(len(eager), "count"),
-                peers="; ".join(f"{PEERS[p]} was faster in {len(cs)}" for p, cs in eager_beaten.items())
-                or "no peer was faster",
             )
+            + (Markup("; ").join(peers) if peers else sentence("no peer was faster"))
+            + Markup(".")
         )
     else:
         conclusion.append(sentence("Eager call (host included): not measured in the runs in force."))
@@ -1091,22 +1242,37 @@ def _policy() -> dict[str, int]:
     }
 
 
+def _rows(t: Table) -> Num:
+    """How many rows a table holds, linked to the runs they come from."""
+    return Num(len(t.rows), "count", tuple(Source(r, statistic=f"rows of {t.id}") for r in t.run_ids))
+
+
 def context(results: StudyResults) -> dict[str, Any]:
-    speed, eager, times = [], [], []
+    sections = []
     for direction in DIRECTIONS:
         for dtype in DTYPES:
-            if (t := speed_table(results, direction, dtype)) is not None:
-                speed.append((direction, dtype, t, eager_table(results, direction, dtype)))
-            if (t := time_table(results, direction, dtype)) is not None:
-                times.append((direction, dtype, t))
-            if (t := time_table(results, direction, dtype, eager=True)) is not None:
-                eager.append((direction, dtype, t))
+            speed = speed_table(results, direction, dtype)
+            if speed is None:
+                continue
+            sections.append(
+                {
+                    "direction": direction,
+                    "dtype": dtype,
+                    "title": f"{DIRECTIONS[direction]}, {dtype}",
+                    "line": _section_line(results, direction, dtype),
+                    "speed": speed,
+                    "eager": eager_table(results, direction, dtype),
+                    "times": time_table(results, direction, dtype),
+                    "eager_times": time_table(results, direction, dtype, eager=True),
+                }
+            )
     targets = _targets(results)
     losses = losses_table(results)
     eager_losses = losses_table(results, eager=True)
     charts = [
         c
         for c in (
+            _speedup_chart(results),
             _bandwidth_chart(results, "fwd", "cold"),
             _bandwidth_chart(results, "fwd+bwd", "cold"),
             _eager_chart(results, "fwd"),
@@ -1116,17 +1282,21 @@ def context(results: StudyResults) -> dict[str, Any]:
         )
         if c is not None
     ]
+    plans = plans_table(results)
     return {
         "results": results,
-        "speed_tables": speed,
-        "time_tables": times,
-        "eager_time_tables": eager,
-        "plans": plans_table(results),
+        "summary": summary_table(results),
+        "sections": sections,
+        "plans": plans if plans.rows else None,
         "losses": losses[0],
-        "loss_reasons": losses[1],
+        "losses_unresolved": losses[1],
+        "losses_unresolved_n": _rows(losses[1]),
+        "loss_reasons": losses[2],
         "eager_losses": eager_losses[0],
-        "eager_loss_reasons": eager_losses[1],
-        "has_eager": bool(eager),
+        "eager_losses_unresolved": eager_losses[1],
+        "eager_losses_unresolved_n": _rows(eager_losses[1]),
+        "eager_loss_reasons": eager_losses[2],
+        "has_eager": any(s["eager"] is not None for s in sections),
         "charts": {c.id: c for c in charts},
         "targets": targets,
         "observations": [o for o in (*_observations(results), _planner_current(results)) if o is not None],

@@ -1,0 +1,147 @@
+"""The pages as a reader meets them, checked on the built HTML (the browser tests check the
+layout): charts that cannot mislead, the softmax page's answer first, its terms defined."""
+
+from __future__ import annotations
+
+import html as htmllib
+import json
+import re
+from pathlib import Path
+
+import pytest
+import synthruns
+from sitekit import ROOT
+
+from publish.charts import SMALL, bars, dots
+from publish.numbers import Num, Source
+from publish.pages import pages
+from publish.site import build
+from publish.tables import Text
+
+PAGES = [p.output.replace(".md", ".html") for p in pages()]
+
+
+@pytest.fixture(scope="module")
+def sites(tmp_path_factory) -> list[Path]:
+    """The site from the stored runs, and one from synthetic runs of every study."""
+    real = tmp_path_factory.mktemp("real") / "site"
+    build(ROOT, real)
+    tmp = tmp_path_factory.mktemp("synthetic")
+    root = synthruns.project(tmp)
+    synthruns.write(root, synthruns.modelled_grid("rowgrid-20261201T000000Z-aaaaaaa", "2026-12-01T00:00:00Z"))
+    synthruns.write(root, synthruns.softmax_doc("softmax-20261201T000000Z-aaaaaaa", "2026-12-01T00:00:00Z"))
+    synthetic = tmp / "site"
+    build(root, synthetic)
+    return [real, synthetic]
+
+
+def _charts(site: Path) -> list[tuple[str, dict]]:
+    out = []
+    for name in PAGES:
+        for spec in re.findall(r'class="lab-chart" id="([^"]+)" data-figure="([^"]*)"', (site / name).read_text()):
+            out.append((f"{name}#{spec[0]}", json.loads(htmllib.unescape(spec[1]))))
+    return out
+
+
+def test_no_bars_on_a_log_axis_and_no_blank_where_a_value_is_missing(sites) -> None:
+    """A bar's length means something only from zero: never on a log axis.  Every series of a
+    marker chart shows, in every category, either a value or a labelled mark saying why it has
+    none ("refused", "failed check", "not run")."""
+    seen = 0
+    for site in sites:
+        for where, fig in _charts(site):
+            seen += 1
+            log = fig["layout"].get("yaxis", {}).get("type") == "log"
+            if log:
+                assert all(t["type"] != "bar" for t in fig["data"]), where
+            if fig["data"] and fig["data"][0]["type"] != "scatter":
+                continue
+            categories = fig["data"][0]["x"]
+            marks: dict[str, set[str]] = {}
+            for t in fig["data"]:
+                if t.get("showlegend") is False:  # the marks of missing values
+                    assert all(label.strip() for label in t["text"]), where
+                    marks.setdefault(t["legendgroup"], set()).update(t["x"])
+            for t in fig["data"]:
+                if t.get("showlegend") is False:
+                    continue
+                for x, y in zip(t["x"], t["y"], strict=True):
+                    assert y is not None or x in marks.get(t["legendgroup"], set()), f"{where}: {t['name']} at {x}"
+                assert t["x"] == categories, where
+    assert seen >= 8
+
+
+def test_small_values_are_readable(sites) -> None:
+    """Latency-bound cases (a few GB/s next to thousands, 2 µs next to 1 ms) are readable:
+    charts spanning more than a decade use a log axis (with markers), and a value under 6% of
+    the largest on a linear axis is labelled with its number."""
+    for site in sites:
+        for where, fig in _charts(site):
+            if fig["data"][0]["type"] != "scatter":
+                continue
+            values = [v for t in fig["data"] if t.get("showlegend") is not False for v in t["y"] if v]
+            if values and max(values) / min(values) > 30:
+                assert fig["layout"]["yaxis"]["type"] == "log", where
+    for site in sites:
+        for where, fig in _charts(site):
+            if fig["layout"].get("yaxis", {}).get("type") == "log" or fig["data"][0]["type"] != "scatter":
+                continue
+            values = [v for t in fig["data"] if t.get("showlegend") is not False for v in t["y"] if v is not None]
+            top = max(values, default=0)
+            for t in fig["data"]:
+                if t.get("showlegend") is False:
+                    continue
+                for y, text in zip(t["y"], t["text"], strict=True):
+                    if y is not None and y < SMALL * top:
+                        assert text, f"{where}: {t['name']} {y} is unlabelled"
+
+
+def test_chart_helpers_mark_missing_and_refuse_log_bars() -> None:
+    src = (Source("run-a", "case", "v", "median"),)
+    fig = dots(
+        "c",
+        "t",
+        ["a", "b"],
+        [("ours", [Num(2.0, "us", src), Text("refused", "too wide")]), ("peer", [Num(300.0, "us", src), None])],
+        "µs",
+        log_y=True,
+    ).figure
+    (mark,) = [t for t in fig["data"] if t.get("showlegend") is False]
+    assert mark["x"] == ["b"] and mark["text"] == ["refused"] and mark["legendgroup"] == "ours"
+    assert mark["y"][0] < 2.0  # under the data, on the log axis
+    with pytest.raises(TypeError):
+        bars("c", "t", ["a"], [("s", [Num(1.0, "us", src)])], "µs", log_y=True)  # type: ignore[call-arg]
+    linear = bars("c", "t", ["a", "b"], [("s", [Num(1.0, "GBps", src), Num(4000.0, "GBps", src)])], "GB/s").figure
+    assert linear["data"][0]["text"] == ["1 GB/s", ""]  # the sliver says what it is
+    small = dots("c", "t", ["a", "b"], [("s", [Num(1.0, "GBps", src), Num(4000.0, "GBps", src)])], "GB/s").figure
+    assert small["data"][0]["text"] == ["1 GB/s", ""]
+
+
+def _section(html: str, heading_id: str) -> int:
+    m = re.search(rf'<h2 id="{heading_id}"', html)
+    assert m, heading_id
+    return m.start()
+
+
+TERMS = ("unresolved", "eager-composition", "one-launch-split", "l2", "device-time", "eager-call")
+
+
+def test_softmax_page_answers_first_and_defines_its_terms(sites) -> None:
+    html = (sites[0] / "softmax.html").read_text()
+    answer, targets, losses = _section(html, "the-answer"), _section(html, "targets"), _section(html, "losses")
+    results = _section(html, "results-by-direction-and-dtype")
+    assert answer < html.index('id="softmax-summary"') < html.index('id="softmax-fwd-speedup"') < targets
+    assert targets < losses < results < html.index('id="softmax-fwd-bf16"')
+    # The per-dtype tables sit in sections a reader opens on purpose.
+    for t in re.findall(r'id="(softmax-fwd(?:bwd)?-(?:bf16|fp16|fp32)(?:-eager)?(?:-times|-eager-times)?)"', html):
+        before = html[: html.index(f'id="{t}"')]
+        assert before.count("<details") - before.count("</details>") >= 1, f"{t} is not in a collapsed section"
+    # The terms are defined in the answer, before the sections that use them, which link back.
+    for term in TERMS:
+        at = html.index(f'<dfn id="term-{term}">')
+        assert answer < at < targets, term
+    for term, section in (("unresolved", losses), ("one-launch-split", results), ("eager-composition", results)):
+        assert html.find(f'href="#term-{term}"', section) > 0, term
+    words = " ".join(htmllib.unescape(re.sub(r"<[^>]+>", " ", html)).split())
+    assert "Unresolved A comparison too close to call" in words
+    assert "Eager composition The unfused softmax a careful user writes" in words
