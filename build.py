@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from publish.schema import RunFileError
+from contract.schema import RunFileError
 from publish.site import BuildError, build
 
 ROOT = Path(__file__).resolve().parent

@@ -107,8 +107,8 @@ def _find_run(ref: str, data: Path) -> Path:
 
 def _withdrawn(data: Path) -> dict[str, object]:
     """The withdrawals by run id (for a warning; an unreadable file is reported, not fatal)."""
+    from contract.schema import RunFileError
     from publish.review import load_withdrawals
-    from publish.schema import RunFileError
 
     known = sorted(p.stem for p in (data / "runs").glob("*/*.json"))
     try:
@@ -219,9 +219,10 @@ def list_studies() -> int:
     """Each study with the number of cases a run file of it holds: the harness writes one
     per case and L2 mode; a study that measures itself says how many it writes."""
     from bench.harness import Options
-    from bench.studies import STUDIES, load
+    from bench.studies import load
+    from contract import studies
 
-    for name in STUDIES:
+    for name in studies.names():
         study = load(name)
         counts = []
         for quick in (False, True):
@@ -240,7 +241,7 @@ def list_studies() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    from publish.schema import RunFileError
+    from contract.schema import RunFileError
 
     try:
         if args.cmd == "compare":

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import torch
 
 from bench.studies import Params, Refused, Step, Study, Tensors
-from publish.schema import json_number, number_value
+from contract.schema import json_number, number_value
 
 
 @dataclass
@@ -68,6 +68,7 @@ class Backend(Protocol):
 
 @dataclass
 class VariantRecord:
+    label: str  # what the pages call the variant (Variant.label), stored since schema 4
     meta: dict[str, Any]
     error: str | None = None
     check: dict[str, Any] | None = None
@@ -79,6 +80,7 @@ class VariantRecord:
 
     def as_json(self) -> dict[str, Any]:
         return {
+            "label": self.label,
             "samples_us": [round(s, 4) for s in self.samples_us],
             "eager_us": [round(s, 4) for s in self.eager_us],
             "error": self.error,
@@ -102,7 +104,7 @@ def compare(outs: tuple[torch.Tensor, ...], refs: tuple[torch.Tensor, ...], tol:
     """Relative L2 error of each output against its float64 reference; NaN never passes.
 
     As it is stored: strict JSON, so an error that is not finite (an output holding NaN)
-    is written as the string "inf" or "nan" (:func:`publish.schema.json_number`)."""
+    is written as the string "inf" or "nan" (:func:`contract.schema.json_number`)."""
     rel, max_abs, finite = [], [], True
     for out, ref in zip(outs, refs, strict=True):
         o = out.detach().double()
@@ -133,7 +135,7 @@ def measure_case(study: Study, case: Params, index: int, backend: Backend, opts:
     """Check and time every variant of one case; returns one entry per L2 mode."""
     gen = torch.Generator(device=backend.device).manual_seed(opts.seed * 100_003 + index)
     variants = study.variants(case)
-    base = {v.name: VariantRecord(meta=_safe_meta(v, case)) for v in variants}
+    base = {v.name: VariantRecord(label=v.label, meta=_safe_meta(v, case)) for v in variants}
     steps: dict[str, Step] = {}
 
     check_inputs = study.inputs(case, backend.device, gen)
@@ -161,7 +163,9 @@ def measure_case(study: Study, case: Params, index: int, backend: Backend, opts:
     traffic_bytes, flops = study.traffic(case)
     entries = []
     for l2 in opts.l2_modes:
-        recs = {name: VariantRecord(meta=r.meta, error=r.error, check=r.check) for name, r in base.items()}
+        recs = {
+            name: VariantRecord(label=r.label, meta=r.meta, error=r.error, check=r.check) for name, r in base.items()
+        }
         sets = backend.sets_for(l2, traffic_bytes)
         timed = [study.inputs(case, backend.device, gen) for _ in range(sets)]  # fresh draws, not the checked ones
         backend.before_case()
@@ -207,14 +211,14 @@ def failed_case(study: Study, case: Params, exc: Exception, opts: Options) -> li
     """The entries of a case that raised outside any variant: every variant keeps the error."""
     error = f"case failed: {describe_error(exc)}"
     traffic_bytes, flops = study.traffic(case)
-    names = [v.name for v in study.variants(case)]
+    labels = {v.name: v.label for v in study.variants(case)}
     return [
         {
             "id": f"{study.case_id(case)}/{l2}",
             "case": {**case, "l2": l2},
             "bytes": traffic_bytes,
             "flops": flops,
-            "variants": {n: VariantRecord(meta={}, error=error).as_json() for n in names},
+            "variants": {n: VariantRecord(label=label, meta={}, error=error).as_json() for n, label in labels.items()},
         }
         for l2 in opts.l2_modes
     ]

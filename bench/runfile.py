@@ -15,8 +15,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from contract.schema import SCHEMA_VERSION, validate_run
 from publish import ledger
-from publish.schema import SCHEMA_VERSION, validate_run
 
 
 def utc_now() -> str:

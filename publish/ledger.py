@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from publish.schema import RunFileError
+from contract.schema import RunFileError
 
 NAME = "ledger.json"
 SOURCE = f"data/{NAME}"

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import yaml
 
+from contract.schema import RunFileError
 from publish.claims import Claim
 from publish.runs import Run
-from publish.schema import RunFileError
 
 _BAD_TEXT = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff]")
 

@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from publish.schema import JsonLiteral, RunFileError, number_value, validate_run
+from contract.schema import JsonLiteral, RunFileError, number_value, validate_run
 
 
 @dataclass(frozen=True, order=True)

@@ -20,6 +20,7 @@ from typing import Any
 import jinja2
 import yaml
 
+from contract.schema import RunFileError
 from publish import ledger
 from publish.charts import Chart
 from publish.check import stray_numbers
@@ -29,7 +30,6 @@ from publish.pages import STUDIES, SiteData, pages, review
 from publish.review import claim_history, load_withdrawals
 from publish.runs import Run, load_runs, strict_copy
 from publish.safe import finalize, plotly_safe
-from publish.schema import RunFileError
 from publish.tables import Table
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from sitekit import ROOT
 
+from contract.labels import legacy_label
 from kernels.plans import SOFTMAX_POLICY, next_power_of_2, plan_rows
 
 H200 = {"name": "NVIDIA H200", "sm_count": 132, "l2_bytes": 62914560, "compute_capability": "9.0"}
@@ -114,6 +115,11 @@ def document(
     sm_count: int = 132,
     version: int = 2,
 ) -> dict[str, Any]:
+    """A run document; every variant stores its label (as bench writes since schema 4: an
+    older version reads the contract's legacy table instead, and ignores it)."""
+    for case in cases:
+        for name, v in case["variants"].items():
+            v.setdefault("label", legacy_label(study, name, v))
     return {
         "schema_version": version,
         "run_id": run_id,

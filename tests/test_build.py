@@ -15,11 +15,11 @@ import synthruns
 import yaml
 from sitekit import ROOT, edit, newest, scratch_root
 
+from contract.schema import RunFileError
 from publish.export import csv_cell
 from publish.pages import pages
 from publish.results import StudyResults
 from publish.runs import load_runs, strict_copy
-from publish.schema import RunFileError
 from publish.site import BuildError, build
 
 PAGES = [p.output for p in pages()] + ["review.md"]  # the registry, and the review page built from it

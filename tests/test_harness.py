@@ -17,7 +17,7 @@ from bench.backends import HostBackend
 from bench.runfile import RunWriter, make_run_id, utc_now
 from bench.studies import Refused, Variant
 from bench.studies.softmax import STUDY as SOFTMAX
-from publish.schema import RunFileError, validate_run
+from contract.schema import RunFileError, validate_run
 
 
 class ToyStudy:

@@ -24,12 +24,12 @@ import pytest
 import synthruns
 from sitekit import ROOT, record, tamper
 
+from contract.schema import RunFileError
 from publish import ledger
 from publish.export import csv_cell, strict_json, to_csv, to_json
 from publish.numbers import Num, Source
 from publish.review import entry_text, parse_withdrawals
 from publish.runs import load_run, load_runs, reference_gpu, same_gpu
-from publish.schema import RunFileError
 from publish.site import build, load_site_data, render, site_root
 from publish.tables import Column, Table, Text
 

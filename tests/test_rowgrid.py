@@ -14,12 +14,12 @@ import pytest
 from synthruns import grid_case, grid_doc, modelled_grid
 
 import kernels.plans
+from contract.schema import validate_run
 from kernels.plans import RowPlan, RowPolicy
 from publish import rowgrid
 from publish.pages import rowgrid as page
 from publish.results import StudyResults
 from publish.runs import Run
-from publish.schema import validate_run
 
 SMS = 132
 

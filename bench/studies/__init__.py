@@ -1,7 +1,8 @@
 """Studies: one module per case study, each declaring its cases, variants and reference.
 
 A study module exposes ``STUDY``, an object with the attributes of :class:`Study`.  The
-harness knows nothing about softmax or any other operator; it asks the study.
+harness knows nothing about softmax or any other operator; it asks the study.  Which studies
+exist is the contract's registry (:mod:`contract.studies`); each is ``bench/studies/<name>.py``.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from typing import Any, Protocol
 
 import torch
 
+from contract import studies
+
 Params = dict[str, Any]
 Tensors = dict[str, torch.Tensor]
 Step = Callable[[Tensors], tuple[torch.Tensor, ...]]
-
-STUDIES = ("softmax", "rowgrid", "dispatch")
 
 
 class Refused(Exception):
@@ -27,7 +28,8 @@ class Refused(Exception):
 @dataclass(frozen=True)
 class Variant:
     """One implementation a reader could choose.  ``build`` returns the callable that is
-    checked and timed for one case, or raises :class:`Refused`."""
+    checked and timed for one case, or raises :class:`Refused`.  ``label`` is what the pages
+    call it: the run file stores it, and the site reads it from there."""
 
     name: str
     label: str
@@ -49,6 +51,7 @@ class Study(Protocol):
 
 
 def load(name: str) -> Study:
-    if name not in STUDIES:
-        raise SystemExit(f"unknown study {name!r}; known: {', '.join(STUDIES)}")
+    known = studies.names()
+    if name not in known:
+        raise SystemExit(f"unknown study {name!r}; known: {', '.join(known)}")
     return importlib.import_module(f"bench.studies.{name}").STUDY

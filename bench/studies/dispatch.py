@@ -205,8 +205,8 @@ def _measure(
     records: dict[str, dict[str, Any]] = {}
     live: dict[str, Callable[[], object]] = {}
     for name, (label, fn) in pieces.items():
-        rec = {"samples_us": [], "error": None, "check": None, "timer": kind, "calls_per_sample": CALLS,
-               "meta": {"label": label}}  # fmt: skip
+        rec = {"label": label, "samples_us": [], "error": None, "check": None, "timer": kind,
+               "calls_per_sample": CALLS, "meta": {"label": label}}  # fmt: skip
         try:
             for _ in range(3):  # compile, autotune, allocate, capture: nothing of that is timed
                 fn()

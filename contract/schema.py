@@ -13,13 +13,19 @@ import re
 from datetime import datetime
 from typing import Any
 
-SCHEMA_VERSION = 3
+from contract import studies
+from contract.labels import LABELS_SINCE
+
+SCHEMA_VERSION = 4
 # Version 2 adds eager samples, cold rotation and host-loop timing; version 3 is strict JSON
 # throughout: a non-finite number in a correctness check is stored as a string (NONFINITE).
 # Files of versions 1 and 2 may hold the literals Infinity and NaN in a check's rel_l2 and
-# max_abs (as Python's json module wrote them); nowhere else.
-READABLE_VERSIONS = (1, 2, 3)
+# max_abs (as Python's json module wrote them); nowhere else.  Version 4 stores each
+# variant's label (what the pages call it); older files are read through the table in
+# contract/labels.py.
+READABLE_VERSIONS = (1, 2, 3, 4)
 STRICT_SINCE = 3
+LABEL_LENGTH = 80  # a label is a column header and a legend entry: short, one line
 STATUSES = ("complete", "partial", "interrupted")
 DEVICE_TIMERS = ("cuda-graph", "cuda-events")
 # Version 2 only: what a user's loop pays per call (events around ordinary calls, host
@@ -39,11 +45,6 @@ IDENT = re.compile(r"^(?=.{1,200}$)[A-Za-z0-9]+(?:[._/+-][A-Za-z0-9]+)*$")
 NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 LARGEST_INT = 2**63 - 1  # run files hold counts and sizes; anything larger is a broken file
 MAX_DEPTH = 32
-# Studies whose harness checks every variant against float64 before timing it: a variant
-# with samples there carries its (passed) check.
-CHECKED_STUDIES = ("softmax", "rowgrid")
-# Case parameters every page of these studies reads.
-STUDY_PARAMS = {"softmax": ("rows", "cols"), "rowgrid": ("rows", "cols"), "dispatch": ("rows", "cols")}
 # Variant metadata the pages read, by type (other keys may hold any JSON scalar).
 META_TYPES: dict[str, tuple[type, ...]] = {
     "plan": (str,),
@@ -312,8 +313,11 @@ def validate_run(doc: Any, source: str, *, allow_host_timer: bool = False) -> No
     cases = c.typed(doc, "cases", "", (list,))
     seen: set[str] = set()
     eager = version >= 2 and bool(method.get("eager_samples"))
-    params = STUDY_PARAMS.get(study, ())
-    checked = study in CHECKED_STUDIES
+    # What the registry says of the study (contract/studies.py): the case parameters its pages
+    # read, and whether a timed variant must carry its float64 check.
+    declared = studies.entry(study)
+    params = declared.params if declared is not None else ()
+    checked = declared is not None and declared.checked
     for i, entry in enumerate(cases):
         _validate_case(c, entry, f"cases[{i}]", seen, timers, eager, params, version, checked)
     if "note" in doc:
@@ -436,3 +440,7 @@ def _validate_case(
         elif checked and samples:
             c.fail(f"{vpath}.check", "is null but the variant was timed (every timed variant was checked first)")
         _validate_meta(c, c.typed(v, "meta", vpath, (dict,)), f"{vpath}.meta")
+        if version >= LABELS_SINCE:
+            label = c.typed(v, "label", vpath, (str,))
+            if not label.strip() or len(label) > LABEL_LENGTH or any(ch in label for ch in "\r\n\t"):
+                c.fail(f"{vpath}.label", f"must be one line of 1 to {LABEL_LENGTH} characters, got {label[:90]!r}")

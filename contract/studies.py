@@ -1,0 +1,43 @@
+"""The registry of studies: the one list a new study is added to.
+
+Everything else follows from it: ``python -m bench run <study>`` loads
+``bench/studies/<study>.py``; the site builds ``publish/pages/<study>.py``'s page (its
+spec) with ``templates/<study>.md.j2``, puts it in the nav in this order, lists it on Home,
+follows its comparisons on the Stability page and its runs on Compare; the build refuses
+runs of a study not listed here; and the tests walk the same list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class StudyEntry:
+    """What the contract needs to know about a study's run files.
+
+    ``checked``: the harness checks every variant against a float64 reference before
+    timing it, so a timed variant must carry its (passed) check.  ``params``: the case
+    parameters (beyond op, direction, dtype and l2, which every case has) that its pages
+    read, so every case must hold them."""
+
+    name: str
+    checked: bool = True
+    params: tuple[str, ...] = ("rows", "cols")
+
+
+# In nav order.  Adding a study: one line here (and its three files; see README, "Adding a study").
+REGISTRY: tuple[StudyEntry, ...] = (
+    StudyEntry("softmax"),
+    StudyEntry("rowgrid"),
+    StudyEntry("dispatch", checked=False),
+)
+
+
+def names() -> tuple[str, ...]:
+    """The registered studies, in nav order (read at call time, so a test may register one)."""
+    return tuple(s.name for s in REGISTRY)
+
+
+def entry(name: str) -> StudyEntry | None:
+    return next((s for s in REGISTRY if s.name == name), None)
