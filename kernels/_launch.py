@@ -74,8 +74,9 @@ class FastKernel:
         consts: tuple[Any, ...],
         num_warps: int,
         num_stages: int = 3,
+        pdl: bool = False,
     ) -> None:
-        full_key = (key, consts, num_warps, num_stages)
+        full_key = (key, consts, num_warps, num_stages, pdl)
         hit = self._cache.get(full_key)
         if hit is not None and not knobs.runtime.launch_enter_hook.calls:
             run, function, metadata = hit
@@ -93,7 +94,7 @@ class FastKernel:
                 *consts,
             )
             return
-        compiled = self.launch_uncached(grid, args, consts, num_warps, num_stages)
+        compiled = self.launch_uncached(grid, args, consts, num_warps, num_stages, pdl)
         if not INTERPRETER and compiled is not None and hasattr(compiled, "function"):
             self._cache[full_key] = (compiled.run, compiled.function, compiled.packed_metadata)
 
@@ -104,9 +105,14 @@ class FastKernel:
         consts: tuple[Any, ...],
         num_warps: int,
         num_stages: int = 3,
+        pdl: bool = False,
     ) -> Any:
         """Triton's own launch path, every time (the dispatch study times what the cache saves);
-        returns Triton's compiled kernel."""
+        returns Triton's compiled kernel.  ``pdl``: launch as a programmatic dependent of the
+        kernel before it on the stream (the kernel must call ``gdc_wait`` before reading what
+        that kernel writes); ignored under the interpreter."""
+        extra = {"launch_pdl": True} if pdl and not INTERPRETER else {}
         return self.fn[grid](
-            *args, **dict(zip(self.const_names, consts, strict=True)), num_warps=num_warps, num_stages=num_stages
-        )
+            *args, **dict(zip(self.const_names, consts, strict=True)), num_warps=num_warps, num_stages=num_stages,
+            **extra,
+        )  # fmt: skip

@@ -44,6 +44,7 @@ import torch
 import triton
 import triton.language as tl
 from triton import knobs
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from kernels._launch import INTERPRETER, FastKernel, current_stream
 from kernels.plans import (
@@ -142,8 +143,30 @@ def merge_max_sum(m, s, m_part, s_part):
     element and one rescale of the running sum per block, not per element."""
     m_new = tl.maximum(m, tl.max(m_part, axis=1))
     shift = safe_shift(m_new)
-    s = s * tl.exp(m - shift) + tl.sum(s_part * tl.exp(m_part - shift[:, None]), axis=1)
+    s = s * exp(m - shift) + tl.sum(s_part * exp(m_part - shift[:, None]), axis=1)
     return m_new, s
+
+
+# Inline PTX (ex2.approx.ftz, griddepcontrol) only in compiled code: the interpreter has none.
+COMPILED = tl.constexpr(not INTERPRETER)
+
+
+@triton.jit
+def exp(x):
+    """e^x in two instructions for float32 (a multiply and one ``ex2.approx.ftz``: relative
+    error about 2^-22, results below 2^-126 flushed to 0).  ``tl.exp`` compiles to the
+    non-flushing ``ex2.approx.f32``, which ptxas wraps in four more instructions per element
+    to scale denormals: on the wide-row loops that was the issue slots the SM ran out of
+    before the memory did.  NaN and +-inf map as ``tl.exp`` maps them; float64 keeps ``tl.exp``."""
+    if COMPILED:
+        if x.dtype == tl.float32:
+            return tl.inline_asm_elementwise(
+                "ex2.approx.ftz.f32 $0, $1;", "=f,f", [x * 1.4426950408889634], dtype=tl.float32, is_pure=True, pack=1
+            )
+        else:
+            return tl.exp(x)
+    else:
+        return tl.exp(x)
 
 
 @triton.jit
@@ -181,8 +204,10 @@ def row_bases(rows, a_stride, b_stride, out_stride, VEC: tl.constexpr, ALIGN: tl
 
 
 @triton.jit
-def window_masks(k, lead, WIDTH: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr):
-    """Masks over window offsets ``k`` ([R, B]) of rows with ``lead`` ([R, 1]):
+def window_masks(k, lead, WIDTH: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr, LANE_TILE: tl.constexpr):
+    """Masks over window offsets ``k`` of rows with ``lead`` ([R, 1]); ``k`` is ``[R, B]``
+    (contiguous along axis 1) or, with LANE_TILE, a ``[LANES, UNROLL]`` lane tile of one row
+    (contiguous along axis 0, see :func:`lane_offsets`).
     ``load``: the 16-byte group touches the row (constant per group, so loads vectorize);
     ``inside``: the element is the row's; ``store``: the whole group is the row's."""
     pos = k - lead
@@ -190,8 +215,12 @@ def window_masks(k, lead, WIDTH: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.cons
     if ALIGN == 0:
         return inside, inside, inside
     group = (k // VEC) * VEC - lead
-    load = tl.max_constancy((group + VEC > 0) & (group < WIDTH), [1, VEC])
-    store = tl.max_constancy((group >= 0) & (group + VEC <= WIDTH), [1, VEC])
+    if LANE_TILE:
+        load = tl.max_constancy((group + VEC > 0) & (group < WIDTH), [VEC, 1])
+        store = tl.max_constancy((group >= 0) & (group + VEC <= WIDTH), [VEC, 1])
+    else:
+        load = tl.max_constancy((group + VEC > 0) & (group < WIDTH), [1, VEC])
+        store = tl.max_constancy((group >= 0) & (group + VEC <= WIDTH), [1, VEC])
     return load, inside, store
 
 
@@ -269,11 +298,63 @@ def _out(v, ptr):
 
 
 @triton.jit
-def _chunk_offsets(i, BLOCK: tl.constexpr, WIDE: tl.constexpr):
-    # Window offsets of block i; 64-bit only for rows that can pass 2^31 elements.
+def lane_offsets(i, LANES: tl.constexpr, UNROLL: tl.constexpr, WIDE: tl.constexpr):
+    # Window offsets [LANES, UNROLL] of block i (LANES * UNROLL elements): element (l, u) is
+    # at i * BLOCK + u * LANES + l.  Threads hold 16-byte runs along the lanes and UNROLL of
+    # them each, so folding a block into per-lane statistics (axis 1) never leaves a
+    # thread's registers: no shuffles, no shared memory, no barrier per block.  Lanes meet
+    # once per row (:func:`lanes_to_row`).
+    k = tl.arange(0, UNROLL)[None, :] * LANES + tl.arange(0, LANES)[:, None]
     if WIDE:
-        return i.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)[None, :]
-    return i * BLOCK + tl.arange(0, BLOCK)[None, :]
+        return i.to(tl.int64) * (LANES * UNROLL) + k
+    return i * (LANES * UNROLL) + k
+
+
+@triton.jit
+def _load_full(a_ptr, b_ptr, a_base, b_base, k, A_CAST: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
+               POLICY: tl.constexpr):  # fmt: skip
+    # A block wholly inside the row: no masks (a misaligned row's masks cost more
+    # instructions per element than the arithmetic).
+    a = tl.load(a_ptr + a_base + k, eviction_policy=POLICY).to(A_CAST).to(ACC)
+    if HAS_B:  # noqa: SIM108 (a static branch of the jit)
+        b = tl.load(b_ptr + b_base + k, eviction_policy=POLICY).to(ACC)
+    else:
+        b = a
+    return a, b
+
+
+@triton.jit
+def _load_lanes(
+    a_ptr, b_ptr, a_base, b_base, k, lead, full,
+    WIDTH: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
+    A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr, POLICY: tl.constexpr,
+):  # fmt: skip
+    # A lane tile, masked only where it is not ``full``.
+    if full:
+        a, b = _load_full(a_ptr, b_ptr, a_base, b_base, k, A_CAST, HAS_B, ACC, POLICY)
+    else:
+        load, inside, _store = window_masks(k, lead, WIDTH, VEC, ALIGN, True)
+        a, b = _load_ab(a_ptr, b_ptr, a_base, b_base, k, load, inside, A_CAST, A_FILL, HAS_B, ACC, POLICY)
+    return a, b
+
+
+@triton.jit
+def _store_lanes(out_ptr, o_base, k, v, lead, full, WIDTH: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr):
+    if full:
+        tl.store(out_ptr + o_base + k, _out(v, out_ptr))
+    else:
+        _load, _inside, store = window_masks(k, lead, WIDTH, VEC, ALIGN, True)
+        tl.store(out_ptr + o_base + k, _out(v, out_ptr), mask=store)
+
+
+@triton.jit
+def lanes_to_row(m, s, COMBINE: tl.constexpr, ACC: tl.constexpr):
+    """Fold ``[LANES]`` per-lane statistics into the row's, returned as ``[1]`` splats of
+    scalars: statistics in the lanes' layout would make the compiler convert every tile
+    they meet to that layout, through shared memory (a splat takes whatever layout its use
+    needs)."""
+    m, s = COMBINE(tl.full((1,), float("-inf"), ACC), tl.zeros((1,), ACC), m[None, :], s[None, :])
+    return tl.zeros((1,), ACC) + tl.max(m, axis=0), tl.zeros((1,), ACC) + tl.max(s, axis=0)
 
 
 # =============================================================================== generic row kernels
@@ -296,7 +377,7 @@ def row_block_kernel(
     live = (rows < n_rows)[:, None]
     a_base, b_base, o_base, lead = row_bases(rows, a_stride, b_stride, out_stride, VEC, ALIGN)
     k = tl.arange(0, BLOCK)[None, :]
-    load, inside, store = window_masks(k, lead, WIDTH, VEC, ALIGN)
+    load, inside, store = window_masks(k, lead, WIDTH, VEC, ALIGN, False)
     a, b = _load_ab(a_ptr, b_ptr, a_base, b_base, k, load & live, inside, A_CAST, A_FILL, HAS_B, ACC, "")
     out, m, s = ROW_FN(a, b)
     tl.store(out_ptr + o_base + k, _out(out, out_ptr), mask=store & live)
@@ -311,32 +392,57 @@ def row_block_kernel(
 def row_looped_kernel(
     a_ptr, b_ptr, out_ptr,
     n_rows: tl.int64, a_stride: tl.int64, b_stride: tl.int64, out_stride: tl.int64,
-    WIDTH: tl.constexpr, BLOCK: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
+    WIDTH: tl.constexpr, BLOCK: tl.constexpr, LANES: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
     ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
-    ACCUMULATE: tl.constexpr, APPLY: tl.constexpr, STAGES: tl.constexpr, EVICT: tl.constexpr,
+    ACCUMULATE: tl.constexpr, COMBINE: tl.constexpr, APPLY: tl.constexpr, STAGES: tl.constexpr,
+    EVICT: tl.constexpr,
 ):  # fmt: skip
-    # Pass 1 accumulates the row's statistics chunk by chunk; pass 2 walks the chunks
-    # backwards, so its first reads are the chunks pass 1 loaded last, still in L2 (and pass
-    # 1 asked L2 to keep them; pass 2 lets them go).
+    # Pass 1 folds the row block by block into per-lane statistics; pass 2 walks the blocks
+    # backwards, so its first reads are the blocks pass 1 loaded last, still in L2 (and pass
+    # 1 asked L2 to keep them; pass 2 lets them go).  Blocks wholly inside the row run
+    # unmasked; the at most two others (the window's first, the row's last) masked.
+    UNROLL: tl.constexpr = BLOCK // LANES
     rows = tl.program_id(0).to(tl.int64) + tl.arange(0, 1)
     a_base, b_base, o_base, lead = row_bases(rows, a_stride, b_stride, out_stride, VEC, ALIGN)
     PAD: tl.constexpr = VEC - 1 if ALIGN == 2 else 0
     NCHUNK: tl.constexpr = (WIDTH + PAD + BLOCK - 1) // BLOCK
     WIDE: tl.constexpr = WIDTH + PAD + BLOCK >= 2**31
+    LO: tl.constexpr = 1 if ALIGN == 2 else 0
+    HI: tl.constexpr = WIDTH // BLOCK
+    TAIL: tl.constexpr = HI if HI > LO else LO
     FIRST: tl.constexpr = "evict_last" if EVICT else ""
     SECOND: tl.constexpr = "evict_first" if EVICT else ""
-    m = tl.full((1,), float("-inf"), ACC)
-    s = tl.zeros((1,), ACC)
-    for i in tl.range(0, NCHUNK, num_stages=STAGES):
-        k = _chunk_offsets(i, BLOCK, WIDE)
-        load, inside, _store = window_masks(k, lead, WIDTH, VEC, ALIGN)
-        a, b = _load_ab(a_ptr, b_ptr, a_base, b_base, k, load, inside, A_CAST, A_FILL, HAS_B, ACC, FIRST)
+    m = tl.full((LANES,), float("-inf"), ACC)
+    s = tl.zeros((LANES,), ACC)
+    for i in tl.range(0, LO):
+        k = lane_offsets(i, LANES, UNROLL, WIDE)
+        a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, False, WIDTH, VEC, ALIGN,
+                           A_CAST, A_FILL, HAS_B, ACC, FIRST)  # fmt: skip
         m, s = ACCUMULATE(m, s, a, b)
-    for i in tl.range(0, NCHUNK, num_stages=STAGES):
-        k = _chunk_offsets(NCHUNK - 1 - i, BLOCK, WIDE)
-        load, inside, store = window_masks(k, lead, WIDTH, VEC, ALIGN)
-        a, b = _load_ab(a_ptr, b_ptr, a_base, b_base, k, load, inside, A_CAST, A_FILL, HAS_B, ACC, SECOND)
-        tl.store(out_ptr + o_base + k, _out(APPLY(a, b, m, s), out_ptr), mask=store)
+    for i in tl.range(LO, HI, num_stages=STAGES):
+        k = lane_offsets(i, LANES, UNROLL, WIDE)
+        a, b = _load_full(a_ptr, b_ptr, a_base, b_base, k, A_CAST, HAS_B, ACC, FIRST)
+        m, s = ACCUMULATE(m, s, a, b)
+    for i in tl.range(TAIL, NCHUNK):
+        k = lane_offsets(i, LANES, UNROLL, WIDE)
+        a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, False, WIDTH, VEC, ALIGN,
+                           A_CAST, A_FILL, HAS_B, ACC, FIRST)  # fmt: skip
+        m, s = ACCUMULATE(m, s, a, b)
+    m, s = lanes_to_row(m, s, COMBINE, ACC)
+    for i in tl.range(0, NCHUNK - TAIL):
+        k = lane_offsets(NCHUNK - 1 - i, LANES, UNROLL, WIDE)
+        a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, False, WIDTH, VEC, ALIGN,
+                           A_CAST, A_FILL, HAS_B, ACC, SECOND)  # fmt: skip
+        _store_lanes(out_ptr, o_base, k, APPLY(a, b, m, s), lead, False, WIDTH, VEC, ALIGN)
+    for i in tl.range(0, HI - LO, num_stages=STAGES):
+        k = lane_offsets(HI - 1 - i, LANES, UNROLL, WIDE)
+        a, b = _load_full(a_ptr, b_ptr, a_base, b_base, k, A_CAST, HAS_B, ACC, SECOND)
+        tl.store(out_ptr + o_base + k, _out(APPLY(a, b, m, s), out_ptr))
+    for i in tl.range(0, LO):
+        k = lane_offsets(i, LANES, UNROLL, WIDE)
+        a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, False, WIDTH, VEC, ALIGN,
+                           A_CAST, A_FILL, HAS_B, ACC, SECOND)  # fmt: skip
+        _store_lanes(out_ptr, o_base, k, APPLY(a, b, m, s), lead, False, WIDTH, VEC, ALIGN)
     if ALIGN == 2 or (ALIGN == 1 and WIDTH % VEC != 0):
         ke, edge = edge_offsets(lead, WIDTH, VEC)
         ae, be = _load_ab(a_ptr, b_ptr, a_base, b_base, ke, edge, edge, A_CAST, A_FILL, HAS_B, ACC, "")
@@ -344,7 +450,7 @@ def row_looped_kernel(
 
 
 @triton.jit
-def _split_position(pid, BLOCK: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr, WIDE: tl.constexpr):
+def _split_position(pid, CHUNKS: tl.constexpr, SPAN: tl.constexpr, WIDE: tl.constexpr):
     row = (pid // CHUNKS).to(tl.int64) + tl.arange(0, 1)
     chunk = pid % CHUNKS
     if WIDE:  # noqa: SIM108 (a static branch of the jit, not a value choice)
@@ -358,23 +464,30 @@ def _split_position(pid, BLOCK: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.con
 def row_split_reduce_kernel(
     a_ptr, b_ptr, stats_ptr,
     n_rows: tl.int64, a_stride: tl.int64, b_stride: tl.int64, out_stride: tl.int64,
-    WIDTH: tl.constexpr, BLOCK: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
+    WIDTH: tl.constexpr, BLOCK: tl.constexpr, LANES: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
     ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
-    ACCUMULATE: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr,
+    ACCUMULATE: tl.constexpr, COMBINE: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr,
 ):  # fmt: skip
     # Program (row, chunk) reduces SPAN blocks and writes the chunk's two statistics (8 bytes
     # in fp32) to stats[row, chunk]; it asks L2 to keep the chunk for the apply launch.
+    UNROLL: tl.constexpr = BLOCK // LANES
     PAD: tl.constexpr = VEC - 1 if ALIGN == 2 else 0
     WIDE: tl.constexpr = WIDTH + PAD + BLOCK >= 2**31
-    row, chunk, first = _split_position(tl.program_id(0), BLOCK, CHUNKS, SPAN, WIDE)
+    LO: tl.constexpr = 1 if ALIGN == 2 else 0
+    HI: tl.constexpr = WIDTH // BLOCK
+    if COMPILED:  # the apply launch may start as this one's last programs run (see below)
+        gdc_launch_dependents()
+    row, chunk, first = _split_position(tl.program_id(0), CHUNKS, SPAN, WIDE)
     a_base, b_base, _o_base, lead = row_bases(row, a_stride, b_stride, out_stride, VEC, ALIGN)
-    m = tl.full((1,), float("-inf"), ACC)
-    s = tl.zeros((1,), ACC)
+    m = tl.full((LANES,), float("-inf"), ACC)
+    s = tl.zeros((LANES,), ACC)
     for j in tl.range(0, SPAN):
-        k = _chunk_offsets(first + j, BLOCK, WIDE)
-        load, inside, _store = window_masks(k, lead, WIDTH, VEC, ALIGN)
-        a, b = _load_ab(a_ptr, b_ptr, a_base, b_base, k, load, inside, A_CAST, A_FILL, HAS_B, ACC, "evict_last")
+        i = first + j
+        k = lane_offsets(i, LANES, UNROLL, WIDE)
+        a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, (i >= LO) & (i < HI), WIDTH, VEC, ALIGN,
+                           A_CAST, A_FILL, HAS_B, ACC, "evict_last")  # fmt: skip
         m, s = ACCUMULATE(m, s, a, b)
+    m, s = lanes_to_row(m, s, COMBINE, ACC)
     slot = stats_ptr + (row * CHUNKS + chunk) * 2
     tl.store(slot, m)
     tl.store(slot + 1, s)
@@ -402,20 +515,37 @@ def _merge_row_stats(
 def row_split_apply_kernel(
     a_ptr, b_ptr, out_ptr, stats_ptr,
     n_rows: tl.int64, a_stride: tl.int64, b_stride: tl.int64, out_stride: tl.int64,
-    WIDTH: tl.constexpr, BLOCK: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
+    WIDTH: tl.constexpr, BLOCK: tl.constexpr, LANES: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
     ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
     COMBINE: tl.constexpr, APPLY: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr,
 ):  # fmt: skip
+    UNROLL: tl.constexpr = BLOCK // LANES
     PAD: tl.constexpr = VEC - 1 if ALIGN == 2 else 0
     WIDE: tl.constexpr = WIDTH + PAD + BLOCK >= 2**31
-    row, _chunk, first = _split_position(tl.program_id(0), BLOCK, CHUNKS, SPAN, WIDE)
+    LO: tl.constexpr = 1 if ALIGN == 2 else 0
+    HI: tl.constexpr = WIDTH // BLOCK
+    # Launched as a programmatic dependent of the reduce launch: its programs can start while
+    # the reduce's last ones run, read their first block (the input, which the reduce does
+    # not write), and only then wait for the reduce's statistics (gdc_wait returns at once
+    # without a dependent launch).  That hides the gap between the launches, a few µs that
+    # rows of a few hundred KB cannot afford.
+    row, _chunk, first = _split_position(tl.program_id(0), CHUNKS, SPAN, WIDE)
     a_base, b_base, o_base, lead = row_bases(row, a_stride, b_stride, out_stride, VEC, ALIGN)
-    m, s = _merge_row_stats(stats_ptr, row, CHUNKS, COMBINE, ACC, "")
-    for j in tl.range(0, SPAN):
-        k = _chunk_offsets(first + j, BLOCK, WIDE)
-        load, inside, store = window_masks(k, lead, WIDTH, VEC, ALIGN)
-        a, b = _load_ab(a_ptr, b_ptr, a_base, b_base, k, load, inside, A_CAST, A_FILL, HAS_B, ACC, "evict_first")
-        tl.store(out_ptr + o_base + k, _out(APPLY(a, b, m, s), out_ptr), mask=store)
+    full = (first >= LO) & (first < HI)
+    k = lane_offsets(first, LANES, UNROLL, WIDE)
+    a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, full, WIDTH, VEC, ALIGN,
+                       A_CAST, A_FILL, HAS_B, ACC, "evict_first")  # fmt: skip
+    if COMPILED:
+        gdc_wait()
+    m, s = _merge_row_stats(stats_ptr, row, CHUNKS, COMBINE, ACC, ".cg")
+    _store_lanes(out_ptr, o_base, k, APPLY(a, b, m, s), lead, full, WIDTH, VEC, ALIGN)
+    for j in tl.range(1, SPAN):
+        i = first + j
+        full = (i >= LO) & (i < HI)
+        k = lane_offsets(i, LANES, UNROLL, WIDE)
+        a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, full, WIDTH, VEC, ALIGN,
+                           A_CAST, A_FILL, HAS_B, ACC, "evict_first")  # fmt: skip
+        _store_lanes(out_ptr, o_base, k, APPLY(a, b, m, s), lead, full, WIDTH, VEC, ALIGN)
     if ALIGN == 2 or (ALIGN == 1 and WIDTH % VEC != 0):
         ke, edge = edge_offsets(lead, WIDTH, VEC)
         mine = (ke >= first * BLOCK) & (ke < (first + SPAN) * BLOCK)  # the ends inside this chunk
@@ -438,7 +568,7 @@ def row_split_one_launch_kernel(
     rows = row + tl.arange(0, 1)
     a_base, b_base, o_base, lead = row_bases(rows, a_stride, b_stride, out_stride, VEC, ALIGN)
     k = chunk * BLOCK + tl.arange(0, BLOCK)[None, :]
-    load, inside, store = window_masks(k, lead, WIDTH, VEC, ALIGN)
+    load, inside, store = window_masks(k, lead, WIDTH, VEC, ALIGN, False)
     a, b = _load_ab(a_ptr, b_ptr, a_base, b_base, k, load, inside, A_CAST, A_FILL, HAS_B, ACC, "")
     m, s = ACCUMULATE(tl.full((1,), float("-inf"), ACC), tl.zeros((1,), ACC), a, b)
     slot = stats_ptr + (row * CHUNKS + chunk) * 2
@@ -503,6 +633,7 @@ class RowLauncher:
         num_warps: int,
         rows_per_program: int = 1,
         programs_per_row: int = 1,
+        pdl: bool = False,
     ) -> None:
         device = tensors[0].device
         index = device.index if device.type == "cuda" else -1
@@ -518,12 +649,12 @@ class RowLauncher:
             grid = (triton.cdiv(rows, rows_per_program) * programs_per_row, 1, 1)
             args = (*views, rows, *strides)
             if self.uncached:
-                self.kernel.launch_uncached(grid, args, consts, num_warps)
+                self.kernel.launch_uncached(grid, args, consts, num_warps, pdl=pdl)
             elif guard:  # Triton launches on the current device; a tensor elsewhere needs its own
                 with torch.cuda.device(index):
-                    self.kernel.launch(key, index, grid, args, consts, num_warps)
+                    self.kernel.launch(key, index, grid, args, consts, num_warps, pdl=pdl)
             else:
-                self.kernel.launch(key, index, grid, args, consts, num_warps)
+                self.kernel.launch(key, index, grid, args, consts, num_warps, pdl=pdl)
 
 
 _BLOCK_L = RowLauncher(row_block_kernel)
@@ -544,6 +675,7 @@ class _Step:
     roles: tuple[str, ...]
     rows_per_program: int = 1
     programs_per_row: int = 1
+    pdl: bool = False  # a programmatic dependent launch of the step before it
 
 
 def _steps(
@@ -556,20 +688,19 @@ def _steps(
     if plan.kind == "block":
         consts = (*shape[:2], plan.rows_per_program, *shape[2:], op.row, op.apply)
         return [_Step(_BLOCK_L, consts, ("a", "b", "out"), rows_per_program=plan.rows_per_program)]
-    if plan.kind == "looped":
-        return [_Step(_LOOPED_L, (*shape, op.accumulate, op.apply, plan.stages, plan.evict), ("a", "b", "out"))]
     if plan.one_launch:
         consts = (*shape, op.accumulate, op.combine, op.apply, plan.chunks)
         return [_Step(_ONE_LAUNCH_L, consts, ("a", "b", "out", "stats", "sync"), programs_per_row=plan.chunks)]
+    # Lane tiles (lane_offsets): one 16-byte vector per thread across the block's width.
+    lanes = (width, plan.block, min(plan.block, plan.num_warps * 32 * vec), *shape[2:])
+    if plan.kind == "looped":
+        consts = (*lanes, op.accumulate, op.combine, op.apply, plan.stages, plan.evict)
+        return [_Step(_LOOPED_L, consts, ("a", "b", "out"))]
     return [
-        _Step(_SPLIT_REDUCE_L, (*shape, op.accumulate, plan.chunks, plan.span), ("a", "b", "stats"), 1, plan.chunks),
-        _Step(
-            _SPLIT_APPLY_L,
-            (*shape, op.combine, op.apply, plan.chunks, plan.span),
-            ("a", "b", "out", "stats"),
-            1,
-            plan.chunks,
-        ),
+        _Step(_SPLIT_REDUCE_L, (*lanes, op.accumulate, op.combine, plan.chunks, plan.span), ("a", "b", "stats"),
+              1, plan.chunks),
+        _Step(_SPLIT_APPLY_L, (*lanes, op.combine, op.apply, plan.chunks, plan.span), ("a", "b", "out", "stats"),
+              1, plan.chunks, pdl=not INTERPRETER),
     ]  # fmt: skip
 
 
@@ -608,7 +739,7 @@ def run_rows(
     for step in _steps(op, plan, width, vec, align, a.dtype, out.dtype):
         step.launcher(
             [tensors[r] for r in step.roles], n_rows, strides, step.consts, plan.num_warps,
-            step.rows_per_program, step.programs_per_row,
+            step.rows_per_program, step.programs_per_row, step.pdl,
         )  # fmt: skip
 
 
@@ -649,7 +780,7 @@ class _Prepared:
                 args = (*[tensors[r] for r in step.roles], n_rows, *strides)
                 compiled = step.launcher.kernel.fn[(grid,)](
                     *args, **dict(zip(step.launcher.kernel.const_names, step.consts, strict=True)),
-                    num_warps=plan.num_warps, num_stages=3,
+                    num_warps=plan.num_warps, num_stages=3, **({"launch_pdl": True} if step.pdl else {}),
                 )  # fmt: skip
                 launcher = compiled.run
                 if launcher.global_scratch_size == 0 and launcher.profile_scratch_size == 0:

@@ -23,6 +23,7 @@ from kernels._rowwise import (
     RowCall,
     RowOp,
     as_rows,
+    exp,
     inverse_or_zero,
     merge_max_sum,
     row_layout,
@@ -39,7 +40,7 @@ from kernels.plans import PLAN_KINDS, SOFTMAX_BACKWARD_POLICY, SOFTMAX_POLICY, R
 @triton.jit
 def _fwd_row(a, b):
     m = tl.max(a, axis=1)
-    e = tl.exp(a - safe_shift(m)[:, None])  # one exp per element, reused for the output
+    e = exp(a - safe_shift(m)[:, None])  # one exp per element, reused for the output
     s = tl.sum(e, axis=1)
     return e * inverse_or_zero(s)[:, None], m, s
 
@@ -56,7 +57,7 @@ def _fwd_combine(m, s, m_parts, s_parts):
 
 @triton.jit
 def _fwd_apply(a, b, m, s):
-    return tl.exp(a - safe_shift(m)[:, None]) * inverse_or_zero(s)[:, None]
+    return exp(a - safe_shift(m)[:, None]) * inverse_or_zero(s)[:, None]
 
 
 @triton.jit

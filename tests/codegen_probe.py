@@ -53,22 +53,24 @@ def main() -> None:
         fwd = {**base, "A_CAST": tl.bfloat16, "A_FILL": float("-inf"), "HAS_B": False}
         bwd = {**base, "A_CAST": tl.float32, "A_FILL": 0.0, "HAS_B": True}
         for name, op, c in (("fwd", FORWARD, fwd), ("bwd", BACKWARD, bwd)):
+            lanes = {**c, "LANES": 8 * 32 * 8}  # 8 warps, one 16-byte vector per thread: 2 per block
             looped = compile_kernel(
                 rw.row_looped_kernel,
                 ab_out,
-                {**c, "ACCUMULATE": op.accumulate, "APPLY": op.apply, "STAGES": 1, "EVICT": True},
+                {**lanes, "ACCUMULATE": op.accumulate, "COMBINE": op.combine, "APPLY": op.apply, "STAGES": 1,
+                 "EVICT": True},
                 8,
             )
             apply = compile_kernel(
                 rw.row_split_apply_kernel,
                 {**ab_out, "stats_ptr": "*fp32"},
-                {**c, "COMBINE": op.combine, "APPLY": op.apply, "CHUNKS": 13, "SPAN": 1},
+                {**lanes, "COMBINE": op.combine, "APPLY": op.apply, "CHUNKS": 13, "SPAN": 1},
                 8,
             )
             reduce = compile_kernel(
                 rw.row_split_reduce_kernel,
                 {"a_ptr": "*bf16", "b_ptr": "*bf16", "stats_ptr": "*fp32"},
-                {**c, "ACCUMULATE": op.accumulate, "CHUNKS": 13, "SPAN": 2},
+                {**lanes, "ACCUMULATE": op.accumulate, "COMBINE": op.combine, "CHUNKS": 13, "SPAN": 2},
                 8,
             )
             one = compile_kernel(
