@@ -4,7 +4,8 @@ A claim pairs a sentence with the condition that makes it true, evaluated on the
 results every build.  The page shows a claim the data no longer support as contradicted,
 with the numbers that contradict it, instead of publishing the sentence anyway; the build
 report lists it.  A *target* (from the study catalogue) is reported as met or missed: a
-missed target is a published result, not an error.
+missed target is a published result, not an error.  A target whose case no run in force
+measured has *no data*: it is neither met nor missed.
 """
 
 from __future__ import annotations
@@ -33,9 +34,15 @@ class Claim:
     holds: bool
     kind: Literal["observation", "target"] = "observation"
     evidence: Markup = field(default_factory=Markup)  # what the condition looked at
+    no_data: bool = False  # a target whose case no run in force measured (``holds`` is then False)
 
     @property
     def status(self) -> str:
         if self.kind == "target":
-            return "met" if self.holds else "missed"
+            return "no data" if self.no_data else "met" if self.holds else "missed"
         return "holds" if self.holds else "contradicted"
+
+    @property
+    def css(self) -> str:
+        """The status as a class name (``lab-no-data``)."""
+        return self.status.replace(" ", "-")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
+from contract.labels import legacy_label
 from publish.numbers import Num, Source
 from publish.runs import Run
 from publish.stats import Ratio, Summary, quantile, ratio, summarize
@@ -59,6 +60,11 @@ class Measurement:
         if timer == "cuda-events":
             return "device time, CUDA events (no graph)"
         return MEASURES[DEVICE]
+
+    @property
+    def label(self) -> str:
+        """What the pages call this variant, as its run file says (:meth:`Run.label`)."""
+        return self.run.label(self.variant, self.raw)
 
     @property
     def error(self) -> str | None:
@@ -357,6 +363,8 @@ class StudyResults:
         self.study = study
         self.runs = [r for r in runs if r.study == study]
         self._typical: dict[tuple[str, str, str], RunSpread | None] = {}
+        # What each variant is called: the label its newest run stores (contract/labels.py).
+        self.labels: dict[str, str] = {}
         history: dict[str, list[CaseResult]] = {}
         for run in self.runs:  # oldest first: the newest measurement of a case is the one shown
             for entry in run.doc["cases"]:
@@ -365,6 +373,7 @@ class StudyResults:
                     name: Measurement(run, entry["id"], name, raw, int(entry["bytes"]), l2)
                     for name, raw in entry["variants"].items()
                 }
+                self.labels |= {name: m.label for name, m in variants.items()}
                 case = CaseResult(
                     run, entry["id"], entry["case"], int(entry["bytes"]), variants, rotation=entry.get("rotation")
                 )
@@ -398,6 +407,13 @@ class StudyResults:
                 else None
             )
         return self._typical[key]
+
+    def label(self, variant: str) -> str:
+        """What the pages call ``variant``: the label the newest run holding it stores; where
+        no run in force holds it, the contract's label for the study's older files (or, for a
+        variant that table does not know, its name)."""
+        found = self.labels.get(variant)
+        return found if found is not None else legacy_label(self.study, variant, {})
 
     def run_cases(self, run_id: str) -> list[CaseResult]:
         """The cases one run measured, in the run's order, each with its full history."""

@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from contract.labels import variant_label
 from contract.schema import JsonLiteral, RunFileError, number_value, validate_run
 
 
@@ -61,6 +62,11 @@ class Run:
     @property
     def quick(self) -> bool:
         return bool(self.doc["method"].get("quick", False))
+
+    def label(self, name: str, variant: dict[str, Any]) -> str:
+        """What the pages call variant ``name`` of this run: the label the file stores
+        (schema 4 on), or the contract's legacy label for an older file."""
+        return variant_label(self.study, int(self.doc["schema_version"]), name, variant)
 
 
 class _RepeatedKey(ValueError):

@@ -20,13 +20,14 @@ from typing import Any
 import jinja2
 import yaml
 
+from contract import studies
 from contract.schema import RunFileError
 from publish import ledger
 from publish.charts import Chart
 from publish.check import stray_numbers
 from publish.claims import Claim
 from publish.export import Citation, citation, strict_json, to_csv, to_json
-from publish.pages import STUDIES, SiteData, pages, review
+from publish.pages import SiteData, nav, pages, review
 from publish.review import claim_history, load_withdrawals
 from publish.runs import Run, load_runs, strict_copy
 from publish.safe import finalize, plotly_safe
@@ -47,6 +48,7 @@ class BuildReport:
     seconds: float
     contradicted: list[tuple[str, Claim]] = field(default_factory=list)
     missed: list[tuple[str, Claim]] = field(default_factory=list)
+    no_data: list[tuple[str, Claim]] = field(default_factory=list)  # targets whose case no run in force measured
     notes: list[str] = field(default_factory=list)  # what pages report (e.g. the fitted row policy)
 
     def lines(self) -> list[str]:
@@ -58,6 +60,8 @@ class BuildReport:
         out += self.notes
         for page, c in self.missed:
             out.append(f"target missed on {page}: {c.id}: {_plain(c.text)}")
+        for page, c in self.no_data:
+            out.append(f"target with no data on {page}: {c.id}: {_plain(c.text)}")
         for page, c in self.contradicted:
             out.append(f"CLAIM CONTRADICTED on {page}: {c.id}: {_plain(c.text)} [evidence: {_plain(c.evidence)}]")
         return out
@@ -193,13 +197,14 @@ def site_root(url: str) -> str:
 def check_studies(runs: list[Run]) -> None:
     """A run of a study no page declares would be listed on Home and Sources and shown
     nowhere else: the build refuses it, naming the file."""
+    known = studies.names()
     for run in runs:
-        if run.study not in STUDIES:
+        if run.study not in known:
             raise RunFileError(
                 run.source,
                 "study",
-                f"{run.study!r} has no page: the site declares {', '.join(STUDIES)} (publish/pages/__init__.py); "
-                "declare the study's page before storing its runs",
+                f"{run.study!r} has no page: the registry (contract/studies.py) declares {', '.join(known)}; "
+                "register the study and declare its page before storing its runs",
             )
 
 
@@ -232,7 +237,8 @@ def _mkdocs(root: Path, docs: Path, site: Path, site_url: str | None) -> None:
     handler = Collect(logging.WARNING)
     log.addHandler(handler)
     try:
-        overrides: dict[str, Any] = {"docs_dir": str(docs), "site_dir": str(site), "strict": True}
+        # The nav follows the registry (publish.pages.nav): mkdocs.yml holds none.
+        overrides: dict[str, Any] = {"docs_dir": str(docs), "site_dir": str(site), "strict": True, "nav": nav()}
         if site_url:
             overrides["site_url"] = site_url
         cfg = mkconfig.load_config(str(root / "mkdocs.yml"), **overrides)
@@ -274,7 +280,8 @@ def build(root: Path, out: Path | None = None, *, strict: bool = False, site_url
     site_url = site_root(site_url) if site_url else None
     result = render(root, data, site_url or _configured_site_url(root))
     contradicted = [(p, c) for p, c in result.claims if c.kind == "observation" and not c.holds]
-    missed = [(p, c) for p, c in result.claims if c.kind == "target" and not c.holds]
+    missed = [(p, c) for p, c in result.claims if c.kind == "target" and not c.holds and not c.no_data]
+    no_data = [(p, c) for p, c in result.claims if c.kind == "target" and c.no_data]
     if strict and contradicted:
         names = ", ".join(f"{p}:{c.id}" for p, c in contradicted)
         raise BuildError(f"--strict: the data contradict {len(contradicted)} claim(s): {names}")
@@ -307,6 +314,7 @@ def build(root: Path, out: Path | None = None, *, strict: bool = False, site_url
         time.monotonic() - t0,
         contradicted,
         missed,
+        no_data,
         data_notes(data) + [line for p in pages() if p.report is not None for line in p.report(data)],
     )
 

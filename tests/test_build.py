@@ -327,7 +327,7 @@ def _text(html: str) -> str:
 
 
 def _claim_status(html: str, claim_id: str) -> str:
-    m = re.search(rf'id="claim-{re.escape(claim_id)}"[^>]*><span class="lab-status">(\w+)<', html)
+    m = re.search(rf'id="claim-{re.escape(claim_id)}"[^>]*><span class="lab-status">([\w ]+)<', html)
     assert m, f"no claim {claim_id}"
     return m.group(1)
 
@@ -342,7 +342,8 @@ def test_pages_build_with_no_runs_at_all(tmp_path) -> None:
     assert "No dispatch run is in force" in (tmp_path / "site" / "dispatch.html").read_text()
     softmax = (tmp_path / "site" / "softmax.html").read_text()
     assert "No softmax case is in force yet" in softmax
-    assert "Not met: no run in force measured 4096×50257" in softmax  # a target with no case says so
+    assert "No data: no run in force measured 4096×50257" in softmax  # a target with no case says so
+    assert _claim_status(softmax, "target-torch-4096x50257") == "no data"  # neither met nor missed
     assert "row-plan grid: 0 valid runs; a held-out fit needs two" in report.lines()
 
 

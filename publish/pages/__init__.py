@@ -1,19 +1,26 @@
-"""The pages of the site, declared in order: output file, template, and the function that
-computes the page's context from the loaded data."""
+"""The pages of the site, declared in order: output file, template, nav title, and the
+function that computes the page's context from the loaded data.
+
+The study pages follow the contract's registry (:mod:`contract.studies`): each registered
+study has its page spec in ``publish/pages/<study>.py`` (``PAGE``, a
+:class:`publish.studypage.spec.StudyPage`) and its template ``templates/<study>.md.j2``.
+The nav (:func:`nav`), Home, Stability, Compare and the tests all read this list."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from contract import studies as registry
 from publish.results import StudyResults
 from publish.review import Withdrawal
 from publish.runs import Gpu, Run, reference_gpu
 
-# The studies with a page of their own, in nav order (each loads as a StudyResults).
-STUDIES = ("softmax", "rowgrid", "dispatch")
+if TYPE_CHECKING:
+    from publish.studypage.spec import StudyPage
 
 
 @dataclass
@@ -59,7 +66,7 @@ class SiteData:
 
     @cached_property
     def studies(self) -> dict[str, StudyResults]:
-        return {name: StudyResults(name, self.runs) for name in STUDIES}
+        return {name: StudyResults(name, self.runs) for name in registry.names()}
 
     @property
     def latest(self) -> Run | None:
@@ -71,22 +78,61 @@ class Page:
     output: str
     template: str
     context: Callable[[SiteData], dict[str, Any]]
+    title: str  # in the nav
     claims: bool = False  # evaluated again on earlier sets of runs for the review record
     report: Callable[[SiteData], list[str]] | None = None  # extra lines for the build's report
 
 
+def study_pages() -> list[StudyPage]:
+    """Every registered study's page spec, in the registry's order."""
+    out = []
+    for name in registry.names():
+        module = importlib.import_module(f"publish.pages.{name}")
+        spec: StudyPage | None = getattr(module, "PAGE", None)
+        if spec is None or spec.study != name:
+            raise TypeError(f"publish/pages/{name}.py must declare PAGE, the StudyPage of study {name!r}")
+        out.append(spec)
+    return out
+
+
+def study_page(name: str) -> StudyPage:
+    return next(s for s in study_pages() if s.study == name)
+
+
+def _study(spec: StudyPage) -> Page:
+    """A study's page: its own context, or the comparison page its spec declares."""
+    from publish.studypage.page import context as comparison
+
+    def compare(data: SiteData) -> dict[str, Any]:
+        return comparison(spec, data.studies[spec.study])
+
+    compute = spec.context if spec.context is not None else compare
+    return Page(spec.output, spec.template, compute, spec.title, claims=True, report=spec.report)
+
+
+# Built last, from what the other pages report (publish.site); placed in the nav after Compare.
+REVIEW = ("Review record", "review.md")
+
+
 def pages() -> list[Page]:
-    """The content pages, in the order of mkdocs.yml's nav (the review page is built last,
-    from what these report)."""
-    from publish.pages import compare, dispatch, home, methodology, rowgrid, softmax, sources, stability
+    """The content pages, in nav order (the review page is built last, from what these report)."""
+    from publish.pages import compare, home, methodology, sources, stability
 
     return [
-        Page("index.md", "index.md.j2", home.context),
-        Page("softmax.md", "softmax.md.j2", lambda data: softmax.context(data.studies["softmax"]), claims=True),
-        Page("rowgrid.md", "rowgrid.md.j2", rowgrid.context, claims=True, report=rowgrid.report),
-        Page("dispatch.md", "dispatch.md.j2", dispatch.context, claims=True),
-        Page("stability.md", "stability.md.j2", stability.context),
-        Page("compare.md", "compare.md.j2", compare.context),
-        Page("methodology.md", "methodology.md.j2", methodology.context),
-        Page("sources.md", "sources.md.j2", sources.context),
+        Page("index.md", "index.md.j2", home.context, "Home"),
+        *(_study(spec) for spec in study_pages()),
+        Page("stability.md", "stability.md.j2", stability.context, "Stability"),
+        Page("compare.md", "compare.md.j2", compare.context, "Compare runs"),
+        Page("methodology.md", "methodology.md.j2", methodology.context, "Methodology"),
+        Page("sources.md", "sources.md.j2", sources.context, "Sources"),
     ]
+
+
+def nav() -> list[dict[str, str]]:
+    """MkDocs' nav, from the registry: every page in order, the review record after Compare."""
+    out = []
+    for p in pages():
+        out.append({p.title: p.output})
+        if p.output == "compare.md":
+            out.append({REVIEW[0]: REVIEW[1]})
+    return out

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from contract import studies
 from publish.compare import Change, compare_runs, smallest_p, tally, untestable_note
 from publish.numbers import Num, Source, definition
-from publish.pages import STUDIES, SiteData
+from publish.pages import SiteData
 from publish.runs import Run
 from publish.stability import FLOOR_QUANTILE, NoiseFloor, noise_floor
 from publish.tables import Column, Table, Text
@@ -90,7 +91,7 @@ def _floor_summary(floor: NoiseFloor) -> dict[str, Any]:
 
 def context(data: SiteData) -> dict[str, Any]:
     sections = []
-    for study in STUDIES:
+    for study in studies.names():
         pair = _pair(data, study)
         if pair is None:
             continue

@@ -13,6 +13,7 @@ from publish.numbers import Num, combine, definition
 from publish.pages import SiteData
 from publish.results import CaseResult, StudyResults
 from publish.runs import Run
+from publish.studypage.spec import StudyPage
 from publish.tables import Column, Table, Text
 
 IMPLS = {"ours": "Ours (kernels.softmax)", "torch": "torch.softmax", "liger": "Liger-Kernel", "quack": "QuACK"}
@@ -399,3 +400,11 @@ def context(data: SiteData) -> dict[str, Any]:
         "observations": observations(cases, [c for cs in chains.values() for c in cs], run),
         "has_quack": "quack" in impls,
     }
+
+
+PAGE = StudyPage(
+    study="dispatch",
+    title="Dispatch",
+    summary="the host time of one eager call, piece by piece, and chains of calls eager, compiled and graph-replayed",
+    context=context,
+)

@@ -6,23 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from publish.numbers import Num, Source
-from publish.pages import SiteData
-from publish.pages.softmax import OURS, PEERS
+from publish.pages import SiteData, study_pages
 from publish.runs import Run
+from publish.studypage.spec import DIRECTION_WORDS, StudyPage
 from publish.tables import Column, Table, Text
-
-HEADLINE_SHAPES = [
-    (32, 127),
-    (1024, 1024),
-    (16384, 4096),
-    (8192, 32768),
-    (4, 32769),
-    (1000, 50257),
-    (4096, 50257),
-    (64, 131072),
-    (4096, 151936),
-    (8, 1048576),
-]
 
 
 def peaks(run: Run) -> dict[str, Num]:
@@ -34,73 +21,64 @@ def peaks(run: Run) -> dict[str, Num]:
     }
 
 
-def headline(data: SiteData) -> Table:
-    results = data.studies["softmax"]
+def headline_study() -> StudyPage | None:
+    """The study whose results head Home: the first in the registry that declares a headline."""
+    return next((s for s in study_pages() if s.headline is not None), None)
+
+
+def headline(data: SiteData) -> Table | None:
+    spec = headline_study()
+    if spec is None or spec.headline is None:
+        return None
+    h, results, ours = spec.headline, data.studies[spec.study], spec.ours
+    where = f"{h.dtype} {DIRECTION_WORDS.get(h.direction, h.direction)}, {h.l2} L2"
     cols = [
-        Column("shape", "Softmax, bf16 forward, cold L2", numeric=False),
+        Column("shape", f"{spec.title}, {where}", numeric=False),
         Column("ours", "Ours", "median device time, graph replay"),
         Column("eager", "Ours, eager call", "median eager call, host included (not measured in runs of schema 1)"),
         Column("pct", "% copy"),
         Column("best", "Fastest peer", numeric=False),
         Column("vs_best", "vs fastest peer", "device time"),
-        Column("vs_compile", "vs torch.compile", "device time"),
+        Column(f"vs_{h.versus}", f"vs {results.label(h.versus)}", "device time"),
     ]
-    table = Table("home-headline", "Headline: our softmax against the fastest alternative, per shape", cols)
-    for rows, width in HEADLINE_SHAPES:
-        c = results.find(direction="fwd", dtype="bf16", rows=rows, cols=width, l2="cold")
-        if c is None or c.get(OURS) is None:
+    table = Table(
+        "home-headline", f"Headline: our {spec.title.lower()} against the fastest alternative, per shape", cols
+    )
+    for rows, width in h.shapes:
+        c = results.find(direction=h.direction, dtype=h.dtype, rows=rows, cols=width, l2=h.l2)
+        if c is None or c.get(ours) is None:
             continue
-        timed = [p for p in PEERS if c.get(p) is not None]
+        timed = [p for p in spec.peers if c.get(p) is not None]
         best = min(timed, key=lambda p: c.get(p).summary.median) if timed else None  # type: ignore[union-attr]
         table.rows.append(
             {
                 "shape": c.shape,
-                "ours": c.get(OURS).time(),  # type: ignore[union-attr]
+                "ours": c.get(ours).time(),  # type: ignore[union-attr]
                 "eager": e.time()
-                if (e := c.eager().get(OURS))
+                if (e := c.eager().get(ours))
                 else Text("not measured", "this run took no eager samples"),
-                "pct": c.get(OURS).pct_copy(),  # type: ignore[union-attr]
-                "best": Text(PEERS[best]) if best else Text("—"),
-                "vs_best": c.speedup(OURS, best) if best else None,
-                "vs_compile": c.speedup(OURS, "compile"),
+                "pct": c.get(ours).pct_copy(),  # type: ignore[union-attr]
+                "best": Text(results.label(best)) if best else Text("—"),
+                "vs_best": c.speedup(ours, best) if best else None,
+                f"vs_{h.versus}": c.speedup(ours, h.versus),
             }
         )
     return table
 
 
-STUDY_PAGES = {
-    "softmax": (
-        "Softmax",
-        "softmax.md",
-        "one Triton kernel with three row plans against torch, torch.compile, Liger-Kernel and QuACK; device time "
-        "and the eager call",
-    ),
-    "rowgrid": (
-        "Row-plan grid",
-        "rowgrid.md",
-        "every plan over a grid of row counts and widths; the planner scored by regret, its thresholds fitted on one "
-        "run and tested on another",
-    ),
-    "dispatch": (
-        "Dispatch",
-        "dispatch.md",
-        "the host time of one eager call, piece by piece, and chains of calls eager, compiled and graph-replayed",
-    ),
-}
-
-
 def studies(data: SiteData) -> list[dict[str, Any]]:
     out = []
-    for study, (name, page, what) in STUDY_PAGES.items():
+    for spec in study_pages():
+        study = spec.study
         runs = [r for r in data.runs if r.study == study]
         withdrawn = [r for r in data.all_runs if r.study == study and r.run_id in data.withdrawn]
         other = [r for r in data.in_force if r.study == study and r.run_id in data.other_gpu]
         src = tuple(Source(r.run_id, statistic="run in force") for r in runs)
         out.append(
             {
-                "name": name,
-                "page": page,
-                "what": what,
+                "name": spec.title,
+                "page": spec.output,
+                "what": spec.summary,
                 "runs": Num(len(runs), "count", src) if runs else None,
                 "withdrawn": len(withdrawn),
                 "other_gpu": len(other),
@@ -113,9 +91,10 @@ def studies(data: SiteData) -> list[dict[str, Any]]:
 
 def machine_run(data: SiteData) -> Run | None:
     """The run whose GPU and software Home describes: the newest in force on the GPU the
-    headline (softmax) results come from, so that a newer run on another GPU, kept out of
-    the results, does not change the machine the page names."""
-    ref = data.reference_gpus.get("softmax")
+    headline results come from, so that a newer run on another GPU, kept out of the
+    results, does not change the machine the page names."""
+    spec = headline_study()
+    ref = data.reference_gpus.get(spec.study) if spec is not None else None
     runs = [r for r in data.runs if ref is None or r.gpu == ref]
     return runs[-1] if runs else None
 
@@ -134,5 +113,6 @@ def context(data: SiteData) -> dict[str, Any]:
             (r, Num(len(r.doc["cases"]), "count", (Source(r.run_id, statistic="cases in the file"),))) for r in recent
         ],
         "headline": headline(data),
+        "headline_study": headline_study(),
         "studies": studies(data),
     }

@@ -28,10 +28,11 @@ from publish.rowgrid import (
     report_lines,
 )
 from publish.runs import Run
+from publish.studypage.spec import StudyPage
 from publish.tables import Column, Table, Text
 
 OURS = "planner"  # kernels.softmax as a user calls it: the planner's own choice, measured
-PEERS = {"torch": "torch.softmax", "compile": "torch.compile"}
+PEERS = ("torch", "compile")  # their labels come from the run files
 REGRET_TARGET = definition(5, "pct", "target from issue 6: mean regret on the run the thresholds were not fitted on")
 TORCH_TARGET = definition(95, "pct", "target from issue 6: share of cells where ours is no slower than torch.softmax")
 OVER_LINE = definition(100 * OVER, "pct", "a cell counts as 'over' when its regret exceeds this")
@@ -151,9 +152,19 @@ def _share(run: Run, k: int, n: int, peer: str) -> Num | None:
     return Num(100 * k / n, "pct", (src,), note=f"{k} of {n} cells")
 
 
+def _labels(a: Analysis) -> dict[str, str]:
+    """The peers' labels, as the newest grid run holding each stores them."""
+    found = {p: p for p in PEERS}
+    for run in a.runs:
+        for cell in a.cells[run.run_id]:
+            found |= {p: m.label for p in PEERS if (m := cell.case.variants.get(p)) is not None}
+    return found
+
+
 def ours_table(a: Analysis) -> Table:
     cols = [Column("run", "Run", numeric=False)]
-    for peer, label in PEERS.items():
+    labels = _labels(a)
+    for peer, label in labels.items():
         cols += [
             Column(f"{peer}_k", f"No slower than {label}", "cells where the verdict is a win or a tie"),
             Column(f"{peer}_pct", "share"),
@@ -161,7 +172,7 @@ def ours_table(a: Analysis) -> Table:
     table = Table("rowgrid-ours", "Ours (kernels.softmax, the planner's choice) against torch in every cell", cols)
     for run in a.runs:
         row: dict[str, Any] = {"run": Text(run.run_id)}
-        for peer, label in PEERS.items():
+        for peer, label in labels.items():
             k, n = _no_slower(a.cells[run.run_id], peer)
             row[f"{peer}_k"] = _count(run, k, f"cells no slower than {label}") if n else Text("—", "no cell has both")
             row[f"{peer}_pct"] = _share(run, k, n, label)
@@ -179,7 +190,10 @@ def cells_table(a: Analysis, run: Run) -> Table:
         Column("pick_us", "Its time (µs)"),
         Column("regret", "Regret"),
         Column("ours", "Ours (µs)", "the planner variant: kernels.softmax as called, timed in the same cell"),
-    ] + [Column(p, f"vs {label}", f"{label} time / our time: above 1.00× we are faster") for p, label in PEERS.items()]
+    ] + [
+        Column(p, f"vs {label}", f"{label} time / our time: above 1.00× we are faster")
+        for p, label in _labels(a).items()
+    ]
     table = Table("rowgrid-cells", f"Every cell of {run.run_id}: device time, graph replay, cold L2", cols)
     shipped = a.rules[SHIPPED][run.run_id]
     src = Source(run.run_id, statistic="grid cell")
@@ -473,3 +487,15 @@ def context(data: SiteData) -> dict[str, Any]:
 
 def report(data: SiteData) -> list[str]:
     return report_lines(data.studies["rowgrid"])
+
+
+PAGE = StudyPage(
+    study="rowgrid",
+    title="Row-plan grid",
+    summary="every plan over a grid of row counts and widths; the planner scored by regret, its thresholds fitted "
+    "on one run and tested on another",
+    ours=OURS,
+    peers=PEERS,
+    context=context,
+    report=report,
+)

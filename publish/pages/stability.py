@@ -4,22 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from contract import studies
 from publish.claims import sentence
 from publish.numbers import Num, Source
-from publish.pages import STUDIES, SiteData
-from publish.pages.rowgrid import OURS as GRID_OURS
-from publish.pages.rowgrid import PEERS as GRID_PEERS
-from publish.pages.softmax import OURS, PEERS
+from publish.pages import SiteData, study_pages
 from publish.results import RunSpread
 from publish.stability import FLOOR_QUANTILE, LEVELS, noise_floor, suites
 from publish.stats import quantile
 from publish.tables import Column, Table, Text
-
-# Per study: our variant, and the peers whose speedups are followed across runs.
-COMPARED = {
-    "softmax": (OURS, list(PEERS), PEERS),
-    "rowgrid": (GRID_OURS, list(GRID_PEERS), GRID_PEERS),
-}
 
 
 def context(data: SiteData) -> dict[str, Any]:
@@ -38,9 +30,10 @@ def context(data: SiteData) -> dict[str, Any]:
         ]
     )
     table = Table("stability-suites", "Run-to-run agreement of our speedup over each peer", cols)
-    for study, (ours, peers, labels) in COMPARED.items():
-        results = data.studies[study]
-        for s in suites(results, ours, list(peers)):
+    # Every study whose page compares ours with peers (its spec, publish/pages/<study>.py).
+    for spec in (s for s in study_pages() if s.compares):
+        results, ours = data.studies[spec.study], spec.ours
+        for s in suites(results, ours, list(spec.peers)):
             src = tuple(Source(r, statistic="speedups recomputed per run") for r in sorted(s.runs))
             row: dict[str, Any] = {
                 "suite": Text(s.name),
@@ -66,7 +59,7 @@ def context(data: SiteData) -> dict[str, Any]:
                     sentence(
                         "{case} vs {peer}: {spread}",
                         case=case.case_id,
-                        peer=labels[peer],
+                        peer=results.label(peer),
                         spread=Num(
                             100 * spread,
                             "pct",
@@ -92,7 +85,7 @@ def floors_table(data: SiteData) -> Table:
     ]
     title = "Noise floor: how far one variant's time moved between runs of one commit"
     table = Table("stability-noise-floor", title, cols)
-    for study in STUDIES:
+    for study in studies.names():
         floor = noise_floor(data.runs, study)
         row: dict[str, Any] = {"study": Text(study)}
         if not floor.groups:

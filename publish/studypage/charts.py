@@ -1,0 +1,148 @@
+"""The charts a comparison page declares (:mod:`publish.studypage.spec`): markers on log
+axes, so that latency-bound cases read beside large ones; a variant with no time is marked
+with why.  Chart ids are ``<study>-<direction>-speedup``, ``-bw-<l2>``, ``-eager-chart``
+and ``<study>-warm-cold``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from publish.charts import PALETTE, Chart, dots
+from publish.numbers import Num
+from publish.results import CaseResult, Measurement
+from publish.studypage.common import DEVICE_TIME, EAGER_CALL, missing, slug
+from publish.studypage.spec import (
+    DIRECTION_TITLES,
+    Bandwidth,
+    ChartSpec,
+    DeviceVsEager,
+    Speedups,
+    StudyView,
+    WarmCold,
+)
+from publish.tables import Text
+
+
+def _point(c: CaseResult, variant: str, value: Callable[[Measurement], Num]) -> Num | Text:
+    m = c.get(variant)
+    return value(m) if m is not None else missing(c, variant)
+
+
+def _where(direction: str, dtype: str, l2: str | None = None) -> str:
+    head = f"{DIRECTION_TITLES.get(direction, direction)}, {dtype}"
+    return f"{head}, {l2} L2" if l2 else head
+
+
+def speedups(view: StudyView, spec: Speedups) -> Chart | None:
+    """The key chart: ours against each peer, as time ratios, so a case of 2 µs reads as well
+    as one of 300 µs; the whiskers are the ratios' 95% intervals."""
+    cases = view.results.where(direction=spec.direction, dtype=spec.dtype, l2=spec.l2)
+    cases = [c for c in cases if c.get(view.ours) is not None]
+    if not cases:
+        return None
+    peers = [p for p in view.peers if any(p in c.variants for c in cases)]
+    series, intervals = [], []
+    for p in peers:
+        points: list[Num | Text] = []
+        bounds: list[tuple[float, float] | None] = []
+        for c in cases:
+            x = c.speedup(view.ours, p)
+            points.append(x if x is not None else missing(c, p))
+            r = c.ratio(p, view.ours)
+            bounds.append((r.lo, r.hi) if r is not None else None)
+        series.append((view.label(p), points))
+        intervals.append(bounds)
+    return dots(
+        f"{view.study}-{slug(spec.direction)}-speedup",
+        f"{_where(spec.direction, spec.dtype, spec.l2)}: how many times faster ours ran than each peer ({DEVICE_TIME})",
+        [c.shape for c in cases],
+        series,
+        "peer's time / our time (log scale; above 1: ours faster)",
+        log_y=True,
+        ratio_ticks=True,
+        ref=("1.00×: the same time", 1.0),
+        intervals=intervals,
+    )
+
+
+def bandwidth(view: StudyView, spec: Bandwidth) -> Chart | None:
+    cases = view.results.where(direction=spec.direction, dtype=spec.dtype, l2=spec.l2)
+    if not cases:
+        return None
+    variants = [v for v in spec.variants if any(v in c.variants for c in cases)]
+    series = [(view.label(v), [_point(c, v, Measurement.gbps) for c in cases]) for v in variants]
+    peak = cases[0].run.copy_peak
+    return dots(
+        f"{view.study}-{slug(spec.direction)}-bw-{spec.l2}",
+        f"{_where(spec.direction, spec.dtype, spec.l2)}: achieved bandwidth ({DEVICE_TIME})",
+        [c.shape for c in cases],
+        series,
+        "GB/s (bytes counted from the problem; log scale)",
+        log_y=True,  # latency-bound shapes move a few GB/s, the large ones thousands: both readable
+        ref=(f"device copy, same run: {peak:,.0f} GB/s", peak),
+    )
+
+
+def device_vs_eager(view: StudyView, spec: DeviceVsEager) -> Chart | None:
+    """Device time and eager call side by side, for ours and each peer, where a run took both."""
+    where = view.results.where(direction=spec.direction, dtype=spec.dtype, l2=spec.l2)
+    cases = [c for c in where if c.eager().get(view.ours)]
+    if not cases:
+        return None
+    series, styles = [], []
+    for i, v in enumerate(spec.variants):
+        if not any(v in c.variants for c in cases):
+            continue
+        colour = PALETTE[i % len(PALETTE)]
+        series.append((f"{view.label(v)}, device", [_point(c, v, Measurement.time) for c in cases]))
+        series.append((f"{view.label(v)}, eager call", [_point(c.eager(), v, Measurement.time) for c in cases]))
+        styles += [{"color": colour}, {"color": colour, "symbol": "circle-open"}]
+    return dots(
+        f"{view.study}-{slug(spec.direction)}-eager-chart",
+        f"{_where(spec.direction, spec.dtype, spec.l2)}: {DEVICE_TIME} (filled) against the {EAGER_CALL} (open)",
+        [c.shape for c in cases],
+        series,
+        "µs per call (log scale)",
+        log_y=True,
+        styles=styles,
+    )
+
+
+def warm_cold(view: StudyView, spec: WarmCold) -> Chart | None:
+    cold = view.results.where(direction=spec.direction, dtype=spec.dtype, l2="cold")
+    if not cold:
+        return None
+    warm = [
+        view.results.find(
+            direction=spec.direction, dtype=spec.dtype, rows=c.params["rows"], cols=c.params["cols"], l2="warm"
+        )
+        for c in cold
+    ]
+    series = [
+        ("cold L2", [_point(c, view.ours, Measurement.gbps) for c in cold]),
+        ("warm L2", [_point(w, view.ours, Measurement.gbps) if w is not None else Text("not run") for w in warm]),
+    ]
+    peak = cold[0].run.copy_peak
+    return dots(
+        f"{view.study}-warm-cold",
+        f"Ours, {DIRECTION_TITLES.get(spec.direction, spec.direction).lower()}, {spec.dtype}: warm against cold L2 "
+        f"({DEVICE_TIME})",
+        [c.shape for c in cold],
+        series,
+        "GB/s (log scale)",
+        log_y=True,
+        ref=(f"device copy: {peak:,.0f} GB/s", peak),
+    )
+
+
+def chart(view: StudyView, spec: ChartSpec) -> Chart | None:
+    """The chart a declaration asks for (a callable is a study's own chart)."""
+    if isinstance(spec, Speedups):
+        return speedups(view, spec)
+    if isinstance(spec, Bandwidth):
+        return bandwidth(view, spec)
+    if isinstance(spec, DeviceVsEager):
+        return device_vs_eager(view, spec)
+    if isinstance(spec, WarmCold):
+        return warm_cold(view, spec)
+    return spec(view)

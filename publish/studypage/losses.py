@@ -1,0 +1,104 @@
+"""Losses are published like wins: every case a peer's median beat ours, with why we think
+it did.  A loss is what the one verdict calls a loss; a lower median whose difference is
+unresolved is listed apart."""
+
+from __future__ import annotations
+
+from markupsafe import Markup
+
+from publish.claims import sentence
+from publish.results import CaseResult
+from publish.studypage.common import DEVICE_TIME, EAGER_CALL, bare, plain, shape_key
+from publish.studypage.spec import StudyView
+from publish.tables import Column, Table, Text
+
+
+def reasons(view: StudyView) -> dict[str, tuple[str, Markup]]:
+    """Why we lose, by kind: a short label for the table and the explanation under it; a
+    spec adds its own kinds (and may say more about these)."""
+    out = {
+        "unresolved": (
+            "unresolved",
+            sentence(
+                "The difference is inside the 95% intervals of the two medians or inside the run-to-run spread of "
+                "this comparison: not a measured loss."
+            ),
+        ),
+        "close": (
+            "near the same bound",
+            sentence(
+                "A loss within {gap}: both kernels run near the same limit (see the % copy column of the case's "
+                "table); at this size such gaps come and go between runs.",
+                gap=view.spec.close,
+            ),
+        ),
+        "host": (
+            "host cost",
+            sentence(
+                "An eager-call loss: the call's host work (validation, planning, allocation, launch, op dispatch, "
+                "autograd) outlasts the kernel."
+            ),
+        ),
+        "unexplained": ("not yet explained", sentence("We have no explanation yet; it is on the list.")),
+    }
+    return out | {key: (label, sentence(text)) for key, (label, text) in view.spec.reasons.items()}
+
+
+def why(view: StudyView, c: CaseResult, peer: str, resolved: bool, close: bool, eager: bool = False) -> str:
+    """The kind of a loss: unresolved, host cost (eager), near the same bound, what the spec
+    explains, or not yet explained."""
+    if not resolved:
+        return "unresolved"
+    if eager:
+        return "host"
+    if close:
+        return "close"
+    explained = view.spec.explain(c, peer) if view.spec.explain is not None else None
+    return explained or "unexplained"
+
+
+def _order(c: CaseResult) -> tuple[str, str, tuple[int, int]]:
+    return (c.params["direction"], c.params["dtype"], shape_key(c))
+
+
+def losses_table(view: StudyView, *, eager: bool = False) -> tuple[Table, Table, list[tuple[str, Markup]]]:
+    """Every case where a peer's median beat ours: the losses by the one verdict, and,
+    apart, the cases where the peer's median was lower but the difference is unresolved;
+    and the reasons the two tables use."""
+    measure = EAGER_CALL if eager else DEVICE_TIME
+    cols = [
+        Column("case", "Case", numeric=False),
+        Column("peer", "Faster peer", numeric=False),
+        Column("ours", "Ours (µs)", f"median, {measure}"),
+        Column("theirs", "Peer (µs)", f"median, {measure}"),
+        Column("ratio", "Speedup", "below 1.00×: we are slower"),
+        Column("why", "Why", numeric=False),
+    ]
+    base = f"{view.study}-losses-eager" if eager else f"{view.study}-losses"
+    lost = Table(base, f"Every case a peer won by the verdict (ours slower, resolved), {measure}", cols)
+    close = Table(
+        f"{base}-unresolved", f"Cases where a peer's median was lower but the difference is unresolved, {measure}", cols
+    )
+    known, used = reasons(view), {}
+    for case in sorted(view.results.cases.values(), key=_order):
+        c = case.eager() if eager else case
+        for peer in view.peers:
+            r = c.ratio(peer, view.ours)
+            if r is None or r.value >= 1.0:
+                continue
+            ours, theirs = c.get(view.ours), c.get(peer)
+            assert ours is not None and theirs is not None
+            resolved = view.outcome(c, peer) == "loss"
+            key = why(view, case, peer, resolved, r.lo >= 1 - view.spec.close.value / 100, eager)
+            used[key] = known[key]
+            (lost if resolved else close).rows.append(
+                {
+                    "case": Text(c.case_id.replace("x", "×")),
+                    "peer": view.label(peer),
+                    "ours": bare(ours.time()),
+                    "theirs": bare(theirs.time()),
+                    "ratio": c.speedup(view.ours, peer),
+                    "why": Text(known[key][0], plain(known[key][1])),
+                }
+            )
+    return lost, close, list(used.values())
