@@ -302,6 +302,47 @@ def dispatch_doc(
     return document("dispatch", run_id, started, cases, timer="cuda-graph")
 
 
+# ----------------------------------------------------------------------------- any comparison study
+
+
+def comparison_case(
+    op: str, direction: str, rows: int, cols: int, l2: str, medians: dict[str, float | str], labels: dict[str, str]
+) -> dict[str, Any]:
+    """One case of a row-wise study (bf16, 2 bytes an element each way): each variant's
+    median device time (its eager call 5 µs slower), or an error string; every variant
+    stores its label, as bench writes it since schema 4."""
+    nbytes = 2 * 2 * rows * cols
+    variants = {}
+    for name, m in medians.items():
+        v = variant(None, error=m, eager_run=True) if isinstance(m, str) else variant(m, eager=m + 5, eager_run=True)
+        variants[name] = {"label": labels[name], **v}
+    sets = 1 if l2 == "warm" else max(2, min(512, math.ceil(4 * L2 / nbytes) + 1))
+    return {
+        "id": f"{direction}/bf16/{rows}x{cols}/{l2}",
+        "case": {"op": op, "direction": direction, "dtype": "bf16", "rows": rows, "cols": cols, "l2": l2},
+        "bytes": nbytes,
+        "flops": 4 * rows * cols,
+        "rotation": {"sets": sets, "bytes": sets * nbytes},
+        "variants": variants,
+    }
+
+
+def comparison_doc(
+    study: str,
+    run_id: str,
+    started: str,
+    medians: Callable[[str, int, int], dict[str, float | str]],
+    labels: dict[str, str],
+    shapes: tuple[tuple[int, int], ...] = ((32, 127), (4096, 4096)),
+) -> dict[str, Any]:
+    """A schema-4 run of ``study``: forward, bf16, every shape in cold and warm L2, with
+    ``medians(l2, rows, cols)`` giving each variant's median (or error)."""
+    cases = [
+        comparison_case(study, "fwd", r, c, l2, medians(l2, r, c), labels) for r, c in shapes for l2 in ("cold", "warm")
+    ]
+    return document(study, run_id, started, cases, eager=True, version=4)
+
+
 # ----------------------------------------------------------------------------- softmax
 
 SOFTMAX_SHAPES = ((32, 127), (1024, 1024), (16384, 4096), (8192, 32768), (1000, 50257), (4096, 50257),

@@ -17,7 +17,7 @@ import pytest
 import synthruns
 from sitekit import ROOT
 
-from publish.pages import pages
+from publish.pages import pages, study_pages
 from publish.site import build
 
 pytestmark = pytest.mark.browser
@@ -266,7 +266,11 @@ def test_visible_text_is_clean(page, base_url, name) -> None:
     assert visible_leftovers(page) == []
 
 
-@pytest.mark.parametrize("name", ["rowgrid.html", "dispatch.html", "softmax.html", "index.html", "sources.html"])
+# Every study's page (the registry's), Home and Sources.
+SYNTHETIC = [f"{s.study}.html" for s in study_pages()] + ["index.html", "sources.html"]
+
+
+@pytest.mark.parametrize("name", SYNTHETIC)
 def test_new_pages_from_synthetic_runs(browser, synthetic_url, name) -> None:
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     pg = context.new_page()

@@ -70,7 +70,7 @@ def test_every_page_and_raw_run_is_built(built) -> None:
 def test_every_number_links_to_a_run_entry_on_the_sources_page(built) -> None:
     sources = parse(built / "sources.html").ids
     run_ids = {r.run_id for r in load_runs(ROOT / "data")}
-    for page in ("index.html", "softmax.html", "dispatch.html", "stability.html", "compare.html", "methodology.html"):
+    for page in [p.output.replace(".md", ".html") for p in pages() if p.output != "sources.md"]:
         nums = parse(built / page).nums
         assert nums, f"{page} shows no linked numbers"
         for a in nums:

@@ -17,7 +17,8 @@ from bench.backends import HostBackend
 from bench.runfile import RunWriter, make_run_id, utc_now
 from bench.studies import Refused, Variant
 from bench.studies.softmax import STUDY as SOFTMAX
-from contract.schema import RunFileError, validate_run
+from contract.labels import LABELS_SINCE
+from contract.schema import SCHEMA_VERSION, RunFileError, validate_run
 
 
 class ToyStudy:
@@ -54,10 +55,10 @@ class ToyStudy:
             return step
 
         return [
-            Variant("good", "good", good, lambda c: {"plan": "x2"}),
-            Variant("refuses", "refuses", refuses),
-            Variant("wrong", "wrong", wrong),
-            Variant("crashes", "crashes", crashes),
+            Variant("good", "x * 2, as written", good, lambda c: {"plan": "x2"}),
+            Variant("refuses", "a library that refuses", refuses),
+            Variant("wrong", "x * 2 + 1 (wrong)", wrong),
+            Variant("crashes", "a kernel that raises", crashes),
         ]
 
     def inputs(self, case, device, gen):
@@ -114,6 +115,10 @@ def test_every_variant_keeps_an_entry_with_its_reason(tmp_path) -> None:
     assert v["wrong"]["error"].startswith("check failed: relative L2 error")
     assert v["wrong"]["check"]["passed"] is False and v["wrong"]["samples_us"] == []
     assert v["crashes"]["error"].startswith("RuntimeError: boom: out of resources (at step)")
+    # Every variant stores its label, the refused and the failed too: the site reads it from there.
+    assert doc["schema_version"] == SCHEMA_VERSION >= LABELS_SINCE
+    labels = {name: v[name]["label"] for name in v}
+    assert labels == {variant.name: variant.label for variant in ToyStudy().variants({})}
 
 
 def test_interrupted_sweep_keeps_finished_cases(tmp_path) -> None:
