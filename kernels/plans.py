@@ -83,6 +83,8 @@ class RowPolicy:
     ``pack_elems``, ``max_rows_per_program``: narrow rows are packed into programs of up to
     this many elements and rows once there are ``pack_min_rows_per_sm * SMs`` rows or more
     (with fewer, one row per program starts more programs and finishes sooner).
+    ``wide_chunk``: the looped plan's chunk for rows of ``wide_width`` elements or more (0:
+    ``chunk``).
     """
 
     max_block_bytes: int = 16 * 1024
@@ -94,6 +96,8 @@ class RowPolicy:
     pack_elems: int = 2048
     max_rows_per_program: int = 4
     pack_min_rows_per_sm: float = 8.0
+    wide_chunk: int = 0
+    wide_width: int = 98304
 
 
 def warps_for(block_elems: int) -> int:
@@ -150,7 +154,8 @@ def plan_rows(
         rows_per_program = max(1, min(policy.max_rows_per_program, policy.pack_elems // whole)) if pack else 1
         return RowPlan("block", whole, warps_for(whole * rows_per_program), rows_per_program)
     if kind == "looped":
-        block = min(policy.chunk, whole)
+        chunk = policy.wide_chunk if policy.wide_chunk and width >= policy.wide_width else policy.chunk
+        block = min(chunk, whole)
         return RowPlan("looped", block, warps_for(block))
     chunk = policy.narrow_split_chunk if width <= policy.narrow_split_width else policy.split_chunk
     block = min(chunk, whole)
@@ -190,7 +195,12 @@ def plan_columns(n_rows: int, width: int, sm_count: int, block_cols: int = 256) 
 # Rows up to 32 KB stay whole in registers; wider rows loop over 8192-element chunks, or split
 # into 2048-element chunks while there are fewer than two rows per SM.
 SOFTMAX_POLICY = RowPolicy(
-    max_block_bytes=32 * 1024, chunk=8192, split_chunk=2048, narrow_split_chunk=2048, split_rows_per_sm=2.0
+    max_block_bytes=32 * 1024,
+    chunk=16384,
+    wide_chunk=32768,
+    split_chunk=2048,
+    narrow_split_chunk=2048,
+    split_rows_per_sm=2.0,
 )
 # The backward holds y and dy but does no exp: whole rows of up to 64 KB stay in registers
 # faster than looping re-reads them (H200, 8192 x 32768 bf16: 389 µs as one block against

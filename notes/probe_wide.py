@@ -17,13 +17,15 @@ import torch
 
 sys.path.insert(0, ".")
 from bench.timing import Warmup, make_timer, rotation_sets
-from kernels.plans import RowPlan, split_geometry
+from kernels import _rowwise
+from kernels.plans import RowPlan, looped_programs, split_geometry
 from kernels.softmax import forward_rows, plan_for
 
 LOOPED_WIDTHS = [(4096, 50257), (8192, 32768), (4096, 151936), (2048, 65536), (4096, 32769), (4096, 32000)]
 SPLIT_SHAPES = [(64, 131072), (8, 1048576), (1000, 50257), (132, 50257), (4, 32769)]
-LOOPED = [(4096, 8), (8192, 8), (8192, 16), (16384, 8), (16384, 16), (32768, 16)]
-SPLIT = [(2048, 4), (2048, 8), (4096, 8), (4096, 16), (8192, 16)]
+LOOPED = [(8192, 8), (16384, 8), (16384, 16), (32768, 16)]
+L2_SHARES = [0.25, 0.5, 0.75]  # looped grids capped so the rows in flight fill this share of L2
+SPLIT = [(2048, 4), (4096, 8), (8192, 16)]
 
 
 def time_us(fn_for_set, sets: int) -> float:
@@ -44,11 +46,14 @@ def run_shape(rows: int, cols: int, plans: dict[str, RowPlan | None], warm: Warm
     floor = nbytes / copy_gbps / 1e3
     for name, plan in plans.items():
         warm.maybe_burst()
+        _rowwise.SPLIT_PDL = not name.endswith("-nopdl")
         try:
             if plan is None:
 
                 def fn(i: int) -> None:
                     torch.softmax(xs[i], dim=-1)
+
+                ys[0] = torch.softmax(xs[0], dim=-1)
             else:
 
                 def fn(i: int, plan: RowPlan = plan) -> None:
@@ -86,8 +91,13 @@ def main() -> None:
         x = torch.empty(rows, cols, device=dev, dtype=torch.bfloat16)
         planned = plan_for(x, x)[0]
         plans: dict[str, RowPlan | None] = {"torch": None, f"planner:{planned.label}": planned}
+        l2 = torch.cuda.get_device_properties(0).L2_cache_size
         for block, warps in LOOPED:
             plans[f"looped-{block}w{warps}"] = RowPlan("looped", block, warps)
+            for share in L2_SHARES:
+                programs = looped_programs(cols * 2, 132, l2, share)
+                name = f"looped-{block}w{warps}-l2x{share}-p{programs}"
+                plans[name] = RowPlan("looped", block, warps, programs=programs)
         run_shape(rows, cols, plans, warm, copy_gbps)
     for rows, cols in SPLIT_SHAPES:
         x = torch.empty(rows, cols, device=dev, dtype=torch.bfloat16)
@@ -97,7 +107,8 @@ def main() -> None:
         for chunk, warps in SPLIT:
             chunks, span = split_geometry(cols + pad, chunk, chunk)
             plans[f"split-{chunk}w{warps}"] = RowPlan("split", chunk, warps, chunks=chunks, span=span)
-        for block, warps in LOOPED[:3]:
+            plans[f"split-{chunk}w{warps}-nopdl"] = RowPlan("split", chunk, warps, chunks=chunks, span=span)
+        for block, warps in LOOPED[:2]:
             plans[f"looped-{block}w{warps}"] = RowPlan("looped", block, warps)
         run_shape(rows, cols, plans, warm, copy_gbps)
 

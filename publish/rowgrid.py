@@ -44,7 +44,8 @@ ONE_LAUNCH = re.compile(r"^split-\d+-1launch$")
 OVER = 0.10  # a cell "over 10%": regret above this
 GRID: dict[str, tuple[Any, ...]] = {
     "max_block_bytes": (16384, 32768, 65536),
-    "chunk": (2048, 4096, 8192, 16384),
+    "chunk": (4096, 8192, 16384, 32768),
+    "wide_chunk": (0, 32768),
     "split_chunk": (2048, 4096),
     "narrow_split_chunk": (2048, 4096),
     "split_rows_per_sm": (0.25, 0.5, 1.0, 2.0),

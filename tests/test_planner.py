@@ -80,3 +80,10 @@ def test_column_plan_fills_the_gpu_and_covers_every_row() -> None:
     assert plan.splits * (4096 // plan.block_cols) >= 132
     small = plan_columns(10, 300, 132)
     assert small.splits == 1 and small.rows_per_split == 10
+
+
+def test_wide_rows_loop_over_the_wide_chunk() -> None:
+    policy = RowPolicy(chunk=16384, wide_chunk=32768, wide_width=98304)
+    assert plan_rows(4096, 98303, 2, 132, policy).block == 16384
+    assert plan_rows(4096, 98304, 2, 132, policy).block == 32768
+    assert plan_rows(4096, 151936, 2, 132, RowPolicy(chunk=16384)).block == 16384  # 0: the one chunk

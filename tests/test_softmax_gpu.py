@@ -239,6 +239,8 @@ def test_split_one_and_two_launches_agree_and_repeat(shape, one_launch) -> None:
     x[0, : shape[1] // 2] = float("-inf")
     x[-1] = float("-inf")
     plan = dataclasses.replace(plan_for(x, x, "split")[0], one_launch=one_launch)
+    if one_launch and not _rowwise.one_launch_split_ok(plan, _rowwise.sm_count(x.device)):
+        pytest.skip(f"{plan.chunks} chunks per row: refused as it could deadlock (the next test checks the refusal)")
     y = torch.full_like(x, float("nan"))
     forward_rows(x, y, plan)
     assert_close(y, ref_softmax(x), torch.bfloat16)
