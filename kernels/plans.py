@@ -188,19 +188,19 @@ def plan_columns(n_rows: int, width: int, sm_count: int, block_cols: int = 256) 
 
 # Softmax's policies (kernels/softmax.py launches with them; the site scores them on the
 # row-plan grid).  The forward's thresholds were fitted on the row-plan grid run
-# rowgrid-20261129T231137Z-96cdb83 (H200; the lowest mean regret of 192 candidate policies,
-# 2.6%) and scored on the held-out run rowgrid-20261129T232026Z-96cdb83 (mean regret 2.6%,
-# 90th percentile 11%, 35 of 300 cells over 10%).  The hand-set policy they replace (loops of
-# 4096, splits of 4096 below one row per SM) had a mean regret of 7.4% on the held-out run.
-# Rows up to 32 KB stay whole in registers; wider rows loop over 8192-element chunks, or split
-# into 2048-element chunks while there are fewer than two rows per SM.
+# rowgrid-20261130T014849Z-b48a875 (H200; the lowest mean regret of 384 candidate policies,
+# 2.7%) and scored on the held-out run rowgrid-20261130T015312Z-b48a875 (mean regret 2.7%,
+# 90th percentile 8.7%, 28 of 314 cells over 10%).  The policy set by hand from
+# notes/probe_wide.py (loops of 16384, splits below two rows per SM) scored 4.5% there.
+# Rows up to 32 KB stay whole in registers; wider rows loop over 8192-element chunks (32768
+# from 98304 elements on), or split into 2048-element chunks while there are fewer rows than SMs.
 SOFTMAX_POLICY = RowPolicy(
     max_block_bytes=32 * 1024,
-    chunk=16384,
+    chunk=8192,
     wide_chunk=32768,
     split_chunk=2048,
     narrow_split_chunk=2048,
-    split_rows_per_sm=2.0,
+    split_rows_per_sm=1.0,
 )
 # The backward holds y and dy but does no exp: whole rows of up to 64 KB stay in registers
 # faster than looping re-reads them (H200, 8192 x 32768 bf16: 389 µs as one block against

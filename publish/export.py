@@ -2,7 +2,8 @@
 
 Every table is written as ``tables/<id>.csv`` (the cells as displayed, plus the run ids of
 each row) and ``tables/<id>.json`` (the same cells with their unrounded values, units and
-sources, and the provenance of every run), and gets a "cite this table" block.
+sources, each measured source with its statistics from the tidy frame of the runs,
+:mod:`publish.frame`, and the provenance of every run), and gets a "cite this table" block.
 
 Both are safe to open: the JSON is strict (a value that is not a finite number is written
 as null, its text says "—"), and no CSV cell can start a spreadsheet formula (a text cell
@@ -16,10 +17,11 @@ import io
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from publish.numbers import Num
+from publish.numbers import Num, Source
 from publish.runs import Run
 from publish.tables import Cell, Table, Text
 
@@ -76,14 +78,26 @@ def strict_json(doc: Any) -> str:
     return json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False)
 
 
-def _cell_json(cell: Cell) -> dict[str, Any]:
+# A source's statistics as the tidy frame holds them (publish.frame.Measured), or None.
+Lookup = Callable[[Source], "dict[str, Any] | None"]
+
+
+def _source_json(source: Source, measured: Lookup | None) -> dict[str, Any]:
+    out: dict[str, Any] = dict(vars(source))
+    found = measured(source) if measured is not None else None
+    if found is not None:
+        out["measured"] = {k: _finite(v) for k, v in found.items()}
+    return out
+
+
+def _cell_json(cell: Cell, measured: Lookup | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"text": cell_text(cell)}
     if isinstance(cell, Num):
         out |= {
             "value": _finite(cell.value),
             "unit": cell.kind,
             "note": cell.note,
-            "sources": [vars(s) for s in cell.sources],
+            "sources": [_source_json(s, measured) for s in cell.sources],
         }
     elif isinstance(cell, Text) and cell.title:
         out["note"] = cell.title
@@ -124,14 +138,20 @@ def citation(table: Table, url: str, runs: list[Run]) -> Citation:
     return Citation(key, url, footnote, bibtex)
 
 
-def to_json(table: Table, cite: Citation, runs: list[Run]) -> dict[str, Any]:
+def to_json(table: Table, cite: Citation, runs: list[Run], measured: Lookup | None = None) -> dict[str, Any]:
+    """The table's rows with their unrounded values and sources; with ``measured``, each
+    source that names a measurement also carries its statistics from the tidy frame (its
+    sample count, median, 95% interval of the median, 10th and 90th percentiles)."""
     return {
         "id": table.id,
         "title": table.title,
         "url": cite.url,
         "columns": [{"key": c.key, "label": c.label, "help": c.help} for c in table.columns],
         "rows": [
-            {"cells": {c.key: _cell_json(row.get(c.key)) for c in table.columns}, "run_ids": row_runs(row)}
+            {
+                "cells": {c.key: _cell_json(row.get(c.key), measured) for c in table.columns},
+                "run_ids": row_runs(row),
+            }
             for row in table.rows
         ],
         "runs": [

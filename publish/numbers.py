@@ -22,6 +22,9 @@ class Source:
     variant: str = ""
     statistic: str = ""  # e.g. "median of 30 samples"
     detail: str = ""  # spread, CI, timer, ...
+    # The timer of the samples behind it (a measurement's: cuda-graph, eager-events, ...): with
+    # run, case and variant, the key of its rows in the tidy frame (publish.frame).
+    timer: str = ""
 
     def describe(self) -> str:
         parts = [f"run {self.run_id}"]

@@ -98,7 +98,14 @@ class Measurement:
                 f"IQR {s.q1:.4g}-{s.q3:.4g} µs (spread {100 * s.spread:.1f}%), "
                 f"95% CI of the median {s.lo:.4g}-{s.hi:.4g} µs",
             )
-        return Source(self.run.run_id, self.case_id, self.variant, f"{statistic} of {n} samples", " · ".join(parts))
+        return Source(
+            self.run.run_id, self.case_id, self.variant, f"{statistic} of {n} samples", " · ".join(parts), self.timer
+        )
+
+    @property
+    def timer(self) -> str:
+        """The timer that produced these samples (every eager sample's is eager-events)."""
+        return "eager-events" if self.samples_key == EAGER else str(self.raw.get("timer") or "")
 
     def time(self) -> Num:
         assert self.summary is not None, f"{self.case_id}/{self.variant} has no samples"

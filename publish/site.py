@@ -27,6 +27,7 @@ from publish.charts import Chart
 from publish.check import stray_numbers
 from publish.claims import Claim
 from publish.export import Citation, citation, strict_json, to_csv, to_json
+from publish.frame import Measured, frame
 from publish.pages import SiteData, nav, pages, review
 from publish.review import claim_history, load_withdrawals
 from publish.runs import Run, load_runs, strict_copy
@@ -152,19 +153,22 @@ def render(root: Path, data: SiteData, site_url: str) -> Rendered:
     tables: list[tuple[str, Table]] = []
     exports: dict[str, str] = {}
     citations: dict[str, Citation] = {}
-    for page, ctx in contexts.items():
-        for t in _walk(ctx, Table):
-            if t.id in citations:
-                raise BuildError(f"table id {t.id!r} is used twice ({page}); table ids are permanent anchors")
-            runs = [runs_by_id[r] for r in t.run_ids]
-            url = f"{site_url}{page.removesuffix('.md')}.html#{t.id}"
-            citations[t.id] = cite = citation(t, url, runs)
-            exports[f"tables/{t.id}.csv"] = to_csv(t)
-            try:
-                exports[f"tables/{t.id}.json"] = strict_json(to_json(t, cite, runs))
-            except ValueError as exc:
-                raise BuildError(f"tables/{t.id}.json ({page}): not strict JSON: {exc}") from exc
-            tables.append((page, t))
+    found = [(page, t) for page, ctx in contexts.items() for t in _walk(ctx, Table)]
+    # The downloads name the statistics of every measurement they cite, from the tidy frame.
+    cited = dict.fromkeys(r for _, t in found for r in t.run_ids)
+    measured = Measured(frame(runs_by_id[r] for r in cited))
+    for page, t in found:
+        if t.id in citations:
+            raise BuildError(f"table id {t.id!r} is used twice ({page}); table ids are permanent anchors")
+        runs = [runs_by_id[r] for r in t.run_ids]
+        url = f"{site_url}{page.removesuffix('.md')}.html#{t.id}"
+        citations[t.id] = cite = citation(t, url, runs)
+        exports[f"tables/{t.id}.csv"] = to_csv(t)
+        try:
+            exports[f"tables/{t.id}.json"] = strict_json(to_json(t, cite, runs, measured))
+        except ValueError as exc:
+            raise BuildError(f"tables/{t.id}.json ({page}): not strict JSON: {exc}") from exc
+        tables.append((page, t))
 
     env.globals["cite"] = lambda t: citations[t.id]
     rendered = {}
