@@ -8,7 +8,9 @@
 # Stages: tests (pytest -m gpu), sweep / sweep-quick (softmax study), grid / grid-quick (row-plan
 # grid), dispatch / dispatch-quick.  Wheels: Liger-Kernel in .whl/; QuACK's halves in .quack1/
 # (copied to /tmp/quack, which lives as long as the machine) and .quack2/ (reassembled and
-# installed; ../shared/device/quack-prepare.sh explains).  LAB_TESTS_K=expr limits the tests.
+# installed; ../shared/device/quack-prepare.sh explains).  Where the working tree plus .quack1
+# pass the 64 MiB a call carries, .quack1's small wheels and cu13.name move to .quack0/, carried
+# by a call of its own (stages "none") just before.  LAB_TESTS_K=expr limits the tests.
 set -u -o pipefail
 stages=$1; commit=$2; dirty=$3
 out=${OUT:-/tmp/out}; mkdir -p "$out/runs"
@@ -17,7 +19,9 @@ site=/tmp/site
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $site .whl/*.whl
 fi
-if [ -d .quack1 ]; then mkdir -p /tmp/quack && cp .quack1/* /tmp/quack/ && echo "quack part 1 staged"; fi
+for part in .quack0 .quack1; do  # carried in calls of their own where the working tree is large
+  if [ -d $part ]; then mkdir -p /tmp/quack && cp $part/* /tmp/quack/ && echo "quack $part staged"; fi
+done
 if [ -d .quack2 ] && [ -f /tmp/quack/cu13.name ]; then
   cat /tmp/quack/cu13.part.* .quack2/cu13.part.* > "/tmp/quack/$(cat /tmp/quack/cu13.name)" \
     && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site-quack /tmp/quack/*.whl \
