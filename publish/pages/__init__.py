@@ -95,10 +95,6 @@ def study_pages() -> list[StudyPage]:
     return out
 
 
-def study_page(name: str) -> StudyPage:
-    return next(s for s in study_pages() if s.study == name)
-
-
 def _study(spec: StudyPage) -> Page:
     """A study's page: its own context, or the comparison page its spec declares."""
     from publish.studypage.page import context as comparison
