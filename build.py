@@ -3,6 +3,7 @@
 python build.py             # validate data/, render pages, build site/ (MkDocs, strict)
 python build.py --strict    # also fail when the data contradict a claim on a page
 python build.py --serve     # build, then preview at http://127.0.0.1:8000/
+python build.py --engine zensical   # build the same pages with Zensical (pip install -e '.[test]')
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import sys
 from pathlib import Path
 
 from contract.schema import RunFileError
-from publish.site import BuildError, build
+from publish.site import ENGINES, BuildError, build
 
 ROOT = Path(__file__).resolve().parent
 
@@ -33,6 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, default=8000)
     ap.add_argument("--out", type=Path, default=ROOT / "site", help="output directory (default site/)")
     ap.add_argument("--site-url", help="the address the site will be served from (default: mkdocs.yml's)")
+    ap.add_argument(
+        "--engine", choices=ENGINES, default="mkdocs", help="the site generator: MkDocs with Material, or Zensical"
+    )
     args = ap.parse_args(argv)
     site_url = args.site_url or (f"http://127.0.0.1:{args.port}/" if args.serve else None)
     httpd = None
@@ -48,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     try:
         try:
-            report = build(ROOT, args.out, strict=args.strict, site_url=site_url)
+            report = build(ROOT, args.out, strict=args.strict, site_url=site_url, engine=args.engine)
         except (RunFileError, BuildError) as exc:
             print(f"build failed: {exc}", file=sys.stderr)
             print(f"the previous {args.out} is unchanged", file=sys.stderr)

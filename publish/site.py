@@ -7,9 +7,13 @@ renamed into place.  A bad run file or a broken page leaves the previous site in
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -258,6 +262,55 @@ def _mkdocs(root: Path, docs: Path, site: Path, site_url: str | None) -> None:
         log.removeHandler(handler)
 
 
+ENGINES = ("mkdocs", "zensical")
+
+
+def _setting(text: str, key: str, value: Any) -> str:
+    """mkdocs.yml's text with one top-level setting set to ``value`` (written as JSON, which
+    YAML reads as is): the setting's lines, a block included, are dropped and the new line
+    appended; every other line, YAML tags included, is kept as written."""
+    kept: list[str] = []
+    found, inside = 0, False
+    for line in text.splitlines():
+        if inside and (not line.strip() or line.startswith((" ", "\t", "-", "#"))):
+            continue  # the old setting's block
+        inside = bool(re.match(rf"{re.escape(key)}\s*:", line))
+        found += inside
+        if not inside:
+            kept.append(line)
+    if found > 1:
+        raise BuildError(f"mkdocs.yml sets {key} more than once")
+    return "\n".join([*kept, f"{key}: {json.dumps(value, ensure_ascii=False)}"]) + "\n"
+
+
+def _zensical(root: Path, docs: Path, site: Path, site_url: str | None) -> None:
+    """Build the staged pages with Zensical, the successor of Material for MkDocs, from the
+    same mkdocs.yml (strict: a warning fails the build).  Zensical wants the pages and the
+    output beside its configuration, so a copy pointing at them is written next to them."""
+    if docs.parent != site.parent:
+        raise BuildError("Zensical builds into a folder beside the pages")
+    text = (root / "mkdocs.yml").read_text(encoding="utf-8")
+    text = _setting(_setting(text, "docs_dir", docs.name), "site_dir", site.name)
+    if site_url:
+        text = _setting(text, "site_url", site_url)
+    text = _setting(text, "nav", nav())  # the nav follows the registry, as for MkDocs
+    config = docs.parent / "mkdocs.yml"
+    config.write_text(text, encoding="utf-8")
+    command = [sys.executable, "-m", "zensical", "build", "--config-file", str(config), "--strict", "--clean"]
+    try:
+        done = subprocess.run(
+            command, cwd=docs.parent, capture_output=True, text=True, env=os.environ | {"NO_COLOR": "1"}, timeout=600
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise BuildError("zensical build took more than 10 minutes") from exc
+    if done.returncode != 0 or not (site / "index.html").is_file():
+        output = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout + done.stderr).strip()
+        if "No module named zensical" in output:
+            raise BuildError("Zensical is not installed (pip install -e '.[test]')")
+        detail = "\n  ".join(output.splitlines()[-30:])
+        raise BuildError(f"zensical build --strict failed (exit {done.returncode}):\n  {detail}")
+
+
 def _swap(new: Path, out: Path) -> None:
     old = out.with_name(f".{out.name}.old-{os.getpid()}")
     if out.exists():
@@ -271,12 +324,23 @@ def _swap(new: Path, out: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def build(root: Path, out: Path | None = None, *, strict: bool = False, site_url: str | None = None) -> BuildReport:
+def build(
+    root: Path,
+    out: Path | None = None,
+    *,
+    strict: bool = False,
+    site_url: str | None = None,
+    engine: str = "mkdocs",
+) -> BuildReport:
     """Build the site from ``root/data`` into ``out`` (default ``root/site``).
 
     ``site_url`` overrides mkdocs.yml's: Material's instant navigation only follows links to
     pages listed in sitemap.xml under the address the site is served from (port included),
-    so a preview on 127.0.0.1:8000 needs its own."""
+    so a preview on 127.0.0.1:8000 needs its own.  ``engine`` is the static site generator
+    that turns the pages into HTML: MkDocs with Material (the published site) or Zensical
+    (the migration path, from the same mkdocs.yml)."""
+    if engine not in ENGINES:
+        raise BuildError(f"unknown engine {engine!r}: one of {', '.join(ENGINES)}")
     t0 = time.monotonic()
     out = out or root / "site"
     data = load_site_data(root)
@@ -305,7 +369,7 @@ def build(root: Path, out: Path | None = None, *, strict: bool = False, site_url
             target = docs / "runs" / run.study / run.path.name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(strict_copy(run))
-        _mkdocs(root, docs, staging / "site", site_url)
+        (_zensical if engine == "zensical" else _mkdocs)(root, docs, staging / "site", site_url)
         _swap(staging / "site", out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
