@@ -200,7 +200,7 @@ def test_run_file_strings_are_escaped(scratch) -> None:
 
 def test_build_is_fast_and_reports_what_it_built(tmp_path) -> None:
     report = build(ROOT, tmp_path / "site")
-    assert report.seconds < 30
+    assert report.seconds < 90  # a guard against a pathological build (about 20 s on 2 cores), not a benchmark
     lines = "\n".join(report.lines())
     assert f"built {len(PAGES)} pages" in lines and "softmax.md" in lines
     doc = json.loads(newest(ROOT).read_text())
