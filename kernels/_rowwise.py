@@ -833,6 +833,14 @@ class RowCall:
         self, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, force: PlanKind | None = None
     ) -> _Prepared | None:
         """The prepared launch for a call, or ``None`` where the fast path does not apply."""
+        found = self._lookup(a, b, out, force)
+        return None if found is None else found[0]
+
+    def _lookup(
+        self, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, force: PlanKind | None
+    ) -> tuple[_Prepared, int, int, int, int, int, int] | None:
+        # (prepared launch, the three pointers, the three row strides): each read once per
+        # call, for the key and for the launch.
         index = a.get_device()
         if index < 0 or INTERPRETER or _HOOKS.calls or index != _current_device():
             return None
@@ -842,11 +850,14 @@ class RowCall:
             sms = sm_count(a.device)
             policy = self.policy
             th = self._thresholds[index] = (policy.split_rows_per_sm * sms, policy.pack_min_rows_per_sm * sms, sms)
-        bb = a if b is None else b
+        pa, po, sa, so = a.data_ptr(), out.data_ptr(), a.stride(0), out.stride(0)
+        if b is None:
+            b_dtype, pb, sb = a.dtype, pa, sa
+        else:
+            b_dtype, pb, sb = b.dtype, b.data_ptr(), b.stride(0)
         key = (
-            width, a.dtype, bb.dtype, out.dtype, index, force, n_rows < th[0], n_rows >= th[1], n_rows <= 1,
-            a.data_ptr() & 15, bb.data_ptr() & 15, out.data_ptr() & 15,
-            a.stride(0) & 7, bb.stride(0) & 7, out.stride(0) & 7,
+            width, a.dtype, b_dtype, out.dtype, index, force, n_rows < th[0], n_rows >= th[1], n_rows <= 1,
+            pa & 15, pb & 15, po & 15, sa & 7, sb & 7, so & 7,
         )  # fmt: skip
         prepared = self._prepared.get(key)
         if prepared is None:
@@ -854,7 +865,7 @@ class RowCall:
             acc64 = torch.float64 in (a.dtype, out.dtype)
             steps = _steps(self.op, plan, width, vec, align, a.dtype, out.dtype)
             prepared = self._prepared[key] = _Prepared(plan, steps, index, acc64)
-        return prepared
+        return prepared, pa, pb, po, sa, sb, so
 
     def __call__(
         self, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, force: PlanKind | None = None
@@ -862,13 +873,24 @@ class RowCall:
         n_rows, width = a.shape
         if n_rows == 0 or width == 0:
             return None
-        prepared = self.prepare(a, b, out, force)
-        if prepared is None or n_rows * prepared.plan.chunks > MAX_GRID_X * prepared.plan.rows_per_program:
-            plan, vec, align = self.plan(a, b, out, force)
-            run_rows(self.op, plan, a, b, out, align, vec)  # also batches rows past the grid's limit
-            return plan
-        prepared(a, a if b is None else b, out, n_rows)
-        return prepared.plan
+        found = self._lookup(a, b, out, force)
+        if found is not None:
+            prepared, pa, pb, po, sa, sb, so = found
+            plan = prepared.plan
+            if n_rows * plan.chunks <= MAX_GRID_X * plan.rows_per_program:
+                single = prepared.single
+                if single is None:
+                    prepared(a, a if b is None else b, out, n_rows)
+                else:  # one launch, no scratch: straight to the compiled launcher
+                    launch, function, metadata, coop, pdl, rows_per_program, consts = single
+                    launch(
+                        -(-n_rows // rows_per_program), 1, 1, current_stream(prepared.index), function, coop, pdl,
+                        None, None, metadata, None, None, None, pa, pb, po, n_rows, sa, sb, so, *consts,
+                    )  # fmt: skip
+                return plan
+        plan, vec, align = self.plan(a, b, out, force)
+        run_rows(self.op, plan, a, b, out, align, vec)  # also batches rows past the grid's limit
+        return plan
 
 
 # =============================================================================== column sum
