@@ -54,6 +54,9 @@ SMALL_PLANS = [
     RowPlan("split", block=64, num_warps=2, chunks=5),
     RowPlan("split", block=32, num_warps=1, chunks=11),
     RowPlan("split", block=32, num_warps=1, chunks=4, span=3),
+    # The row's last whole block (300 // 32 = 9) is the second of its chunk's four: the
+    # per-block full/masked choice inside a chunk, not only at its start.
+    RowPlan("split", block=32, num_warps=1, chunks=3, span=4),
     RowPlan("block", block=512, num_warps=4, rows_per_program=4),
 ]
 
