@@ -23,9 +23,13 @@ def run_files(root: Path, study: str = "*") -> list[Path]:
     return sorted((root / "data" / "runs").glob(f"{study}/*.json"))
 
 
-def newest(root: Path, study: str = "softmax") -> Path:
-    """The newest stored run of ``study`` (the softmax study unless told)."""
-    return max(run_files(root, study), key=lambda p: json.loads(p.read_text())["started_at"])
+def newest(root: Path, study: str = "softmax", *, holding: str | None = None) -> Path:
+    """The newest stored run of ``study`` (the softmax study unless told); with ``holding``,
+    the newest that measured that case id (a later run may cover a few shapes only)."""
+    docs = {p: json.loads(p.read_text()) for p in run_files(root, study)}
+    if holding is not None:
+        docs = {p: d for p, d in docs.items() if any(c["id"] == holding for c in d["cases"])}
+    return max(docs, key=lambda p: docs[p]["started_at"])
 
 
 def edit(path: Path, change) -> None:  # type: ignore[no-untyped-def]

@@ -210,15 +210,18 @@ def test_build_is_fast_and_reports_what_it_built(tmp_path) -> None:
 # ----------------------------------------------------------------------------- claims and numbers
 
 
+DRAM_BOUND = "fwd/bf16/16384x4096/cold"  # the case of the dram-bound-tie claim
+
+
 def _make_liger_faster(doc: dict) -> None:
     for case in doc["cases"]:
-        if case["id"] == "fwd/bf16/16384x4096/cold":
+        if case["id"] == DRAM_BOUND:
             case["variants"]["liger"]["samples_us"] = [s / 2 for s in case["variants"]["triton"]["samples_us"]]
 
 
 def test_contradicted_claim_is_reported_shown_and_fails_strict(scratch) -> None:
     root, out = scratch
-    edit(newest(root), _make_liger_faster)
+    edit(newest(root, holding=DRAM_BOUND), _make_liger_faster)
     report = build(root, out)
     contradicted = {c.id for _, c in report.contradicted}
     assert "dram-bound-tie" in contradicted
@@ -234,10 +237,10 @@ def test_contradicted_claim_is_reported_shown_and_fails_strict(scratch) -> None:
 
 def test_claim_history_dates_each_change(scratch) -> None:
     root, out = scratch
-    edit(newest(root), _make_liger_faster)
+    edit(newest(root, holding=DRAM_BOUND), _make_liger_faster)
     build(root, out)
     review = (out / "review.html").read_text()
-    newest_id = json.loads(newest(root).read_text())["run_id"]
+    newest_id = json.loads(newest(root, holding=DRAM_BOUND).read_text())["run_id"]
     row = re.search(
         r"<tr>\s*<td>[^<]+</td>\s*<td>softmax</td>\s*<td><code>dram-bound-tie</code></td>\s*"
         r"<td>holds → <strong>contradicted</strong></td>.*?</tr>",
