@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from contract.schema import RunFileError
-from publish.site import ENGINES, BuildError, build
+from publish.site import GENERATORS, BuildError, build
 
 ROOT = Path(__file__).resolve().parent
 
@@ -35,7 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "site", help="output directory (default site/)")
     ap.add_argument("--site-url", help="the address the site will be served from (default: mkdocs.yml's)")
     ap.add_argument(
-        "--engine", choices=ENGINES, default="mkdocs", help="the site generator: MkDocs with Material, or Zensical"
+        "--engine",
+        choices=sorted(GENERATORS),
+        default="mkdocs",
+        help="the site generator: MkDocs with Material, or Zensical",
     )
     args = ap.parse_args(argv)
     site_url = args.site_url or (f"http://127.0.0.1:{args.port}/" if args.serve else None)

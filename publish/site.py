@@ -262,9 +262,6 @@ def _mkdocs(root: Path, docs: Path, site: Path, site_url: str | None) -> None:
         log.removeHandler(handler)
 
 
-ENGINES = ("mkdocs", "zensical")
-
-
 def _setting(text: str, key: str, value: Any) -> str:
     """mkdocs.yml's text with one top-level setting set to ``value`` (written as JSON, which
     YAML reads as is): the setting's lines, a block included, are dropped and the new line
@@ -311,6 +308,27 @@ def _zensical(root: Path, docs: Path, site: Path, site_url: str | None) -> None:
         raise BuildError(f"zensical build --strict failed (exit {done.returncode}):\n  {detail}")
 
 
+# The static site generators that can turn the staged pages into HTML: MkDocs with Material
+# (the published site) and Zensical (its successor, from the same mkdocs.yml).
+GENERATORS = {"mkdocs": _mkdocs, "zensical": _zensical}
+
+
+def stage_docs(root: Path, result: Rendered, runs: list[Run], docs: Path) -> None:
+    """Write what a generator builds from into ``docs``: the rendered pages, the tables'
+    downloads, the site's assets with Plotly, and the raw run files (strict JSON)."""
+    shutil.copytree(root / "templates" / "assets", docs / "assets")
+    shutil.copy(_plotly_js(), docs / "assets" / "plotly.min.js")
+    for name, text in result.pages.items():
+        (docs / name).write_text(text, encoding="utf-8")
+    for name, text in result.exports.items():
+        (docs / name).parent.mkdir(parents=True, exist_ok=True)
+        (docs / name).write_text(text, encoding="utf-8")
+    for run in runs:  # the raw files, downloadable beside the pages that cite them
+        target = docs / "runs" / run.study / run.path.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(strict_copy(run))
+
+
 def _swap(new: Path, out: Path) -> None:
     old = out.with_name(f".{out.name}.old-{os.getpid()}")
     if out.exists():
@@ -339,8 +357,8 @@ def build(
     so a preview on 127.0.0.1:8000 needs its own.  ``engine`` is the static site generator
     that turns the pages into HTML: MkDocs with Material (the published site) or Zensical
     (the migration path, from the same mkdocs.yml)."""
-    if engine not in ENGINES:
-        raise BuildError(f"unknown engine {engine!r}: one of {', '.join(ENGINES)}")
+    if engine not in GENERATORS:
+        raise BuildError(f"unknown engine {engine!r}: one of {', '.join(GENERATORS)}")
     t0 = time.monotonic()
     out = out or root / "site"
     data = load_site_data(root)
@@ -358,18 +376,8 @@ def build(
     staging = Path(tempfile.mkdtemp(prefix="staging-", dir=root / ".build"))
     try:
         docs = staging / "docs"
-        shutil.copytree(root / "templates" / "assets", docs / "assets")
-        shutil.copy(_plotly_js(), docs / "assets" / "plotly.min.js")
-        for name, text in result.pages.items():
-            (docs / name).write_text(text, encoding="utf-8")
-        for name, text in result.exports.items():
-            (docs / name).parent.mkdir(parents=True, exist_ok=True)
-            (docs / name).write_text(text, encoding="utf-8")
-        for run in runs:  # the raw files, downloadable beside the pages that cite them (strict JSON)
-            target = docs / "runs" / run.study / run.path.name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(strict_copy(run))
-        (_zensical if engine == "zensical" else _mkdocs)(root, docs, staging / "site", site_url)
+        stage_docs(root, result, runs, docs)
+        GENERATORS[engine](root, docs, staging / "site", site_url)
         _swap(staging / "site", out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
