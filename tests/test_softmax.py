@@ -64,24 +64,36 @@ SMALL_PLANS = [
 LAYOUTS = {"rows": ALIGN_ROWS, "window": ALIGN_WINDOW, "none": ALIGN_NONE}
 
 
-def guarded(rows: int, width: int, dtype: torch.dtype, layout: str) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """(buffer, view, lead): a NaN-filled buffer holding a ``[rows, width]`` view with a guard
-    row above and below and guard columns on both sides, laid out so that the view's rows
-    are 16-byte aligned ("rows"), misaligned by the same amount in every tensor of that
-    geometry ("window"), or start on a misaligned pointer ("none")."""
+# Outputs' guards hold a finite value no kernel computes here: a NaN guard would not show a
+# stray write of NaN (what reading an input's NaN guard produces).
+OUT_POISON = 1234.0
+
+
+def guarded(
+    rows: int, width: int, dtype: torch.dtype, layout: str, fill: float = float("nan")
+) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(buffer, view, lead): a buffer filled with ``fill`` (NaN for inputs, OUT_POISON for
+    outputs) holding a ``[rows, width]`` view with a guard row above and below and guard
+    columns on both sides, laid out so that the view's rows are 16-byte aligned ("rows"),
+    misaligned by the same amount in every tensor of that geometry ("window"), or start on
+    a misaligned pointer ("none")."""
     vec = 16 // torch.empty((), dtype=dtype).element_size()
     stride = -(-width // vec) * vec + 2 * vec + (0 if layout == "rows" else 5)  # 5: rows shifted by 5 elements
     lead = vec if layout != "none" else vec + 1
     if layout == "window":
         lead = (-stride) % vec + vec  # the view's first element on a 16-byte boundary, the next rows not
-    buf = torch.full((rows + 2, stride), float("nan"), dtype=dtype)
+    buf = torch.full((rows + 2, stride), fill, dtype=dtype)
     return buf, buf[1 : rows + 1, lead : lead + width], lead
 
 
 def guards_intact(buf: torch.Tensor, view: torch.Tensor, lead: int) -> bool:
+    """Every element outside the view still holds the buffer's fill (its corner is a guard)."""
     mask = torch.ones_like(buf, dtype=torch.bool)
     mask[1 : view.shape[0] + 1, lead : lead + view.shape[1]] = False
-    return bool(torch.isnan(buf[mask]).all())
+    fill = buf[0, 0]
+    if torch.isnan(fill):
+        return bool(torch.isnan(buf[mask]).all())
+    return bool((buf[mask] == fill).all())
 
 
 @pytest.mark.parametrize("plan", SMALL_PLANS, ids=lambda p: p.label)
@@ -94,18 +106,18 @@ def test_every_element_written_and_no_guard_touched(plan, dtype, layout) -> None
     sized output lets it write past the allocation (an interpreter crash)."""
     _, x, _ = guarded(6, 300, dtype, layout)
     x.copy_(masked_rows(300, dtype))
-    buf, y, lead = guarded(6, 300, dtype, layout)
+    buf, y, lead = guarded(6, 300, dtype, layout, OUT_POISON)
     assert row_layout((x, y))[1] == LAYOUTS[layout]
     forward_rows(x, y, plan)
     assert guards_intact(buf, y, lead), "the forward wrote outside its rows"
-    assert torch.isfinite(y).all(), "an element of the output was never written"
+    assert torch.isfinite(y).all() and not (y == buf[0, 0]).any(), "an element of the output was never written"
     assert_close(y, reference(x), dtype, "y")
     _, dy, _ = guarded(6, 300, dtype, layout)
     dy.copy_(randn((6, 300), dtype, "gdy", scale=1.0))
-    dbuf, dx, lead = guarded(6, 300, dtype, layout)
+    dbuf, dx, lead = guarded(6, 300, dtype, layout, OUT_POISON)
     backward_rows(y, dy, dx, plan)
     assert guards_intact(dbuf, dx, lead), "the backward wrote outside its rows"
-    assert torch.isfinite(dx).all()
+    assert torch.isfinite(dx).all() and not (dx == dbuf[0, 0]).any()
     assert_close(dx, reference_grad(y, dy), dtype, "dx")
 
 
