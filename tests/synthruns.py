@@ -193,7 +193,7 @@ def modelled_cell(rows: int, cols: int, *, split_cost: float = 1.25, sms: int = 
     medians: dict[str, float | None] = {}
     if whole <= 32768:
         medians["block"] = round(2 + t * occ * (1 + whole / 65536), 4)
-    for i, chunk in enumerate((2048, 4096, 8192, 16384)):
+    for i, chunk in enumerate((2048, 4096, 8192, 16384, 32768)):
         if chunk < whole:
             medians[f"looped-{chunk}"] = round(2.5 + t * occ * (1.08 + 0.02 * i), 4)
     for chunk in (2048, 4096):
