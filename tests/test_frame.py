@@ -272,11 +272,6 @@ def test_downloads_carry_the_frames_statistics(site, df) -> None:
     assert seen > 5000
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="publish/pages/compare.py cites every repeat run of the study with the case and variant of a noise "
-    "floor, also where the floor is the study's typical one and those runs never measured the case",
-)
 def test_every_source_that_names_a_measurement_names_one_its_run_took(site, df) -> None:
     _, rendered = site
     taken = set(zip(df["run_id"], df["case_id"], df["variant"], strict=True))

@@ -49,6 +49,22 @@ def _columns() -> list[Column]:
     ]
 
 
+def _measured(run: Run, case_id: str, variant: str) -> bool:
+    return any(e["id"] == case_id and (e["variants"].get(variant) or {}).get("samples_us") for e in run.doc["cases"])
+
+
+def _floor_sources(c: Change, floor: NoiseFloor) -> tuple[Source, ...]:
+    # A floor measured for this case and variant cites the repeat runs that measured it; the
+    # study's typical floor (a case no repeat run measured) cites the repeat runs as a whole.
+    if (c.case_id, c.variant) in floor.per_case:
+        return tuple(
+            Source(r.run_id, c.case_id, c.variant, "median, repeat run")
+            for r in floor.runs
+            if _measured(r, c.case_id, c.variant)
+        )
+    return tuple(Source(r.run_id, statistic="repeat run at one commit (the study's typical floor)") for r in floor.runs)
+
+
 def _row(c: Change, a: Run, b: Run, floor: NoiseFloor) -> dict[str, Any]:
     sa = Source(a.run_id, c.case_id, c.variant, f"median of {c.a.n} samples")
     sb = Source(b.run_id, c.case_id, c.variant, f"median of {c.b.n} samples")
@@ -63,7 +79,7 @@ def _row(c: Change, a: Run, b: Run, floor: NoiseFloor) -> dict[str, Any]:
         "verdict": Text(c.verdict, "; ".join(c.decision.reasons) or "resolved", css=css),
     }
     if c.floor is not None:
-        runs = tuple(Source(r.run_id, c.case_id, c.variant, "median, repeat run") for r in floor.runs)
+        runs = _floor_sources(c, floor)
         row["floor"] = Num(100 * c.floor.value, "pct", runs or (sa, sb), note=c.floor.measured)
     else:
         row["floor"] = Text("none", "no repeat runs at one commit measured this study")
