@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import importlib.util
 
-__all__ = ["softmax"]
+__all__ = ["add", "rms_norm", "row_sum", "softmax"]
 
 if importlib.util.find_spec("torch") is not None and importlib.util.find_spec("triton") is not None:
+    from kernels.rmsnorm import rms_norm
+    from kernels.rowsum import row_sum
     from kernels.softmax import softmax
+    from kernels.vector_add import add

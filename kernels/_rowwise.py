@@ -1,10 +1,15 @@
-"""Shared base for row-wise operators: softmax now; RMSNorm, row sum and cross-entropy next.
+"""Shared base for row-wise operators: softmax, RMSNorm and the row sum; cross-entropy next.
 
 Every row-wise operator reduces over the last dimension of a ``[rows, width]`` view and then
 writes an elementwise function of the row and the reduced statistics.  Everything but that
 arithmetic lives here, once, and an operator supplies only a :class:`RowOp`: four small jit
 functions (the whole-row function of the block plan, the running accumulation over a chunk,
-the merge of per-chunk statistics, and the elementwise apply).
+the merge of per-chunk statistics, and the elementwise apply).  Its *extended form* (see
+``EXT`` above the kernels) adds, each only where a call has it, a third row input ``c``, a
+per-column vector ``w``, a second row output, a per-row statistic output, a finishing step
+once per row, and no row output at all: RMSNorm (residual in, weight, updated residual out,
+the backward's inverse RMS out) and the row sum use it; softmax, which uses none of it,
+compiles to the same code as before it existed.
 
 * **Plans** (:func:`plan_rows`).  A row that fits in registers is loaded once (``block``,
   several narrow rows packed per program when there are many).  A wider row is walked in
@@ -348,105 +353,260 @@ def _store_lanes(out_ptr, o_base, k, v, lead, full, WIDTH: tl.constexpr, VEC: tl
 
 
 @triton.jit
-def lanes_to_row(m, s, COMBINE: tl.constexpr, ACC: tl.constexpr):
+def lanes_to_row(m, s, COMBINE: tl.constexpr, ACC: tl.constexpr, M_INIT: tl.constexpr):
     """Fold ``[LANES]`` per-lane statistics into the row's, returned as ``[1]`` splats of
     scalars: statistics in the lanes' layout would make the compiler convert every tile
     they meet to that layout, through shared memory (a splat takes whatever layout its use
     needs)."""
-    m, s = COMBINE(tl.full((1,), float("-inf"), ACC), tl.zeros((1,), ACC), m[None, :], s[None, :])
+    m, s = COMBINE(tl.full((1,), M_INIT, ACC), tl.zeros((1,), ACC), m[None, :], s[None, :])
     return tl.zeros((1,), ACC) + tl.max(m, axis=0), tl.zeros((1,), ACC) + tl.max(s, axis=0)
 
 
-# =============================================================================== generic row kernels
-# Every kernel takes (a, b, out): softmax's forward uses a = x (no b); its backward a = y, b = dy.
-# Integer arguments are int64 and never specialized (see kernels/_launch.py).
+# ------------------------------------------------------------------ the extended form
+# EXT (a constexpr bit set; 0 for the two-tile form softmax uses) adds, each only where its
+# bit is set, so the two-tile form compiles to exactly what it was:
+#   EXT_ON    the op's functions take (a, b, c, w) and apply returns (out, out2); a FINISH
+#             turns the row's reduced statistics into what apply needs (once per row)
+#   EXT_C     c, a third row input (RMSNorm's residual; the gradient of its second output)
+#   EXT_W     w, a vector indexed by column (RMSNorm's weight): every row reads it, so after
+#             the first rows it comes from L2; its traffic is one width, not one per row
+#   EXT_OUT2  out2, a second row output (RMSNorm's updated residual)
+#   EXT_RSTAT rstat[row] = the finished first statistic (RMSNorm's inverse RMS; a row sum)
+#   EXT_NOOUT no row output at all: only rstat (a reduction such as the row sum)
+# Missing inputs reach the op as the scalars c = 0 and w = 1.
 
-_INTS = ["n_rows", "a_stride", "b_stride", "out_stride"]
+EXT_ON, EXT_C, EXT_W, EXT_OUT2, EXT_RSTAT, EXT_NOOUT = 1, 2, 4, 8, 16, 32
+
+
+@triton.jit
+def extra_bases(rows, c_stride, out2_stride, VEC: tl.constexpr, ALIGN: tl.constexpr):
+    """Window bases of c and out2 for ``[R]`` rows, as ``[R, 1]`` columns (same lead as a's)."""
+    c_base, _lead_c = row_window(rows, c_stride, VEC, ALIGN)
+    o2_base, _lead_o2 = row_window(rows, out2_stride, VEC, ALIGN)
+    return c_base[:, None], o2_base[:, None]
+
+
+@triton.jit
+def _load_cw(c_ptr, w_ptr, c_base, k, lead, load, inside, MASKED: tl.constexpr, EXT: tl.constexpr,
+             ALIGN: tl.constexpr, ACC: tl.constexpr, POLICY: tl.constexpr):  # fmt: skip
+    # c and w of a tile at window offsets k: masked like a (MASKED) or not (a block wholly
+    # inside the row).  w is indexed by column, k - lead, which is k itself unless the row
+    # is read through a shifted window.
+    if ALIGN == 2:  # noqa: SIM108 (a static branch of the jit)
+        wk = k - lead
+    else:
+        wk = k
+    if EXT & 2:
+        if MASKED:
+            c = tl.load(c_ptr + c_base + k, mask=load, other=0.0, eviction_policy=POLICY)
+            c = tl.where(inside, c.to(ACC), 0.0)
+        else:
+            c = tl.load(c_ptr + c_base + k, eviction_policy=POLICY).to(ACC)
+    else:
+        c = 0.0
+    if EXT & 4:
+        if MASKED:  # noqa: SIM108 (a static branch of the jit)
+            w = tl.load(w_ptr + wk, mask=inside, other=0.0).to(ACC)
+        else:
+            w = tl.load(w_ptr + wk).to(ACC)
+    else:
+        w = 1.0
+    return c, w
+
+
+@triton.jit
+def _load_cw_lanes(c_ptr, w_ptr, c_base, k, lead, full, WIDTH: tl.constexpr, VEC: tl.constexpr,
+                   ALIGN: tl.constexpr, EXT: tl.constexpr, ACC: tl.constexpr, POLICY: tl.constexpr):  # fmt: skip
+    # As _load_lanes, for c and w (nothing at all in the two-tile form).
+    if EXT & 6:
+        if full:
+            c, w = _load_cw(c_ptr, w_ptr, c_base, k, lead, None, None, False, EXT, ALIGN, ACC, POLICY)
+        else:
+            load, inside, _store = window_masks(k, lead, WIDTH, VEC, ALIGN, True)
+            c, w = _load_cw(c_ptr, w_ptr, c_base, k, lead, load, inside, True, EXT, ALIGN, ACC, POLICY)
+    else:
+        c, w = 0.0, 1.0
+    return c, w
+
+
+@triton.jit
+def _fold(ACCUMULATE: tl.constexpr, m, s, a, b, c, w, EXT: tl.constexpr):
+    if EXT:
+        m, s = ACCUMULATE(m, s, a, b, c, w)
+    else:
+        m, s = ACCUMULATE(m, s, a, b)
+    return m, s
+
+
+@triton.jit
+def _finish(FINISH: tl.constexpr, m, s, EXT: tl.constexpr, WIDTH: tl.constexpr, ARG: tl.constexpr):
+    # Once per row, after the last merge: the statistics apply needs (RMSNorm: the inverse RMS).
+    if EXT:
+        m, s = FINISH(m, s, WIDTH, ARG)
+    return m, s
+
+
+@triton.jit
+def _store_rstat(rstat_ptr, rows, m, mask, EXT: tl.constexpr):
+    if EXT & 16:
+        tl.store(rstat_ptr + rows, _out(m, rstat_ptr), mask=mask)
+
+
+@triton.jit
+def _emit(APPLY: tl.constexpr, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_base, k, mask, EXT: tl.constexpr):
+    # The outputs of a tile (``mask`` None: all of it).  Two-tile form: apply(a, b, m, s).
+    if EXT:
+        y, y2 = APPLY(a, b, c, w, m, s)
+        tl.store(out_ptr + o_base + k, _out(y, out_ptr), mask=mask)
+        if EXT & 8:
+            tl.store(out2_ptr + o2_base + k, _out(y2, out2_ptr), mask=mask)
+    else:
+        tl.store(out_ptr + o_base + k, _out(APPLY(a, b, m, s), out_ptr), mask=mask)
+
+
+@triton.jit
+def _emit_lanes(APPLY: tl.constexpr, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_base, k, lead, full,
+                WIDTH: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr, EXT: tl.constexpr):  # fmt: skip
+    if EXT:
+        if full:
+            _emit(APPLY, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_base, k, None, EXT)
+        else:
+            _load, _inside, store = window_masks(k, lead, WIDTH, VEC, ALIGN, True)
+            _emit(APPLY, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_base, k, store, EXT)
+    else:
+        _store_lanes(out_ptr, o_base, k, APPLY(a, b, m, s), lead, full, WIDTH, VEC, ALIGN)
+
+
+@triton.jit
+def _edges(a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, a_base, b_base, c_base, o_base, o2_base, lead, m, s,
+           live, lo, hi, RANGED: tl.constexpr, WIDTH: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
+           ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr, APPLY: tl.constexpr,
+           EXT: tl.constexpr):  # fmt: skip
+    # The at most two partial 16-byte groups at the ends of rows, element by element, where
+    # ``live`` allows, and with RANGED only those at window offsets [lo, hi) (a chunk's).
+    if ALIGN == 2 or (ALIGN == 1 and WIDTH % VEC != 0):
+        ke, edge = edge_offsets(lead, WIDTH, VEC)
+        mask = edge & live
+        if RANGED:
+            mask = mask & (ke >= lo) & (ke < hi)
+        ae, be = _load_ab(a_ptr, b_ptr, a_base, b_base, ke, mask, edge, A_CAST, A_FILL, HAS_B, ACC, "")
+        ce, we = _load_cw(c_ptr, w_ptr, c_base, ke, lead, mask, edge, True, EXT, ALIGN, ACC, "")
+        _emit(APPLY, ae, be, ce, we, m, s, out_ptr, o_base, out2_ptr, o2_base, ke, mask, EXT)
+
+
+# =============================================================================== generic row kernels
+# Every kernel takes (a, b, c, w, out, out2, rstat): softmax's forward uses a = x (no b);
+# its backward a = y, b = dy; the rest only in the extended form (EXT, above), where a
+# missing tensor is passed as a and never read.  Integer arguments are int64 and never
+# specialized (see kernels/_launch.py).
+
+_INTS = ["n_rows", "a_stride", "b_stride", "c_stride", "out_stride", "out2_stride"]
 
 
 @triton.jit(do_not_specialize=_INTS)
 def row_block_kernel(
-    a_ptr, b_ptr, out_ptr,
-    n_rows: tl.int64, a_stride: tl.int64, b_stride: tl.int64, out_stride: tl.int64,
+    a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, rstat_ptr,
+    n_rows: tl.int64, a_stride: tl.int64, b_stride: tl.int64, c_stride: tl.int64, out_stride: tl.int64,
+    out2_stride: tl.int64,
     WIDTH: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
     ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
-    ROW_FN: tl.constexpr, APPLY: tl.constexpr,
+    ROW_FN: tl.constexpr, APPLY: tl.constexpr, ACCUMULATE: tl.constexpr,
+    EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
 ):  # fmt: skip
     # One read of ROWS whole rows into registers and one write: the minimum traffic.
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     live = (rows < n_rows)[:, None]
     a_base, b_base, o_base, lead = row_bases(rows, a_stride, b_stride, out_stride, VEC, ALIGN)
+    c_base, o2_base = extra_bases(rows, c_stride, out2_stride, VEC, ALIGN)
     k = tl.arange(0, BLOCK)[None, :]
     load, inside, store = window_masks(k, lead, WIDTH, VEC, ALIGN, False)
     a, b = _load_ab(a_ptr, b_ptr, a_base, b_base, k, load & live, inside, A_CAST, A_FILL, HAS_B, ACC, "")
-    out, m, s = ROW_FN(a, b)
-    tl.store(out_ptr + o_base + k, _out(out, out_ptr), mask=store & live)
-    if ALIGN == 2 or (ALIGN == 1 and WIDTH % VEC != 0):
-        ke, edge = edge_offsets(lead, WIDTH, VEC)
-        ae, be = _load_ab(a_ptr, b_ptr, a_base, b_base, ke, edge & live, edge, A_CAST, A_FILL, HAS_B, ACC, "")
-        oe = APPLY(ae, be, m, s)
-        tl.store(out_ptr + o_base + ke, _out(oe, out_ptr), mask=edge & live)
+    if EXT:
+        c, w = _load_cw(c_ptr, w_ptr, c_base, k, lead, load & live, inside, True, EXT, ALIGN, ACC, "")
+        m, s = ACCUMULATE(tl.full((ROWS,), M_INIT, ACC), tl.zeros((ROWS,), ACC), a, b, c, w)
+        m, s = FINISH(m, s, WIDTH, ARG)
+        _store_rstat(rstat_ptr, rows, m, rows < n_rows, EXT)
+        if not (EXT & 32):
+            _emit(APPLY, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_base, k, store & live, EXT)
+    else:
+        out, m, s = ROW_FN(a, b)
+        tl.store(out_ptr + o_base + k, _out(out, out_ptr), mask=store & live)
+    if not (EXT & 32):
+        _edges(a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, a_base, b_base, c_base, o_base, o2_base, lead, m, s,
+               live, 0, 0, False, WIDTH, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B, APPLY, EXT)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=_INTS)
 def row_looped_kernel(
-    a_ptr, b_ptr, out_ptr,
-    n_rows: tl.int64, a_stride: tl.int64, b_stride: tl.int64, out_stride: tl.int64,
+    a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, rstat_ptr,
+    n_rows: tl.int64, a_stride: tl.int64, b_stride: tl.int64, c_stride: tl.int64, out_stride: tl.int64,
+    out2_stride: tl.int64,
     WIDTH: tl.constexpr, BLOCK: tl.constexpr, LANES: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
     ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
     ACCUMULATE: tl.constexpr, COMBINE: tl.constexpr, APPLY: tl.constexpr, STAGES: tl.constexpr,
-    EVICT: tl.constexpr,
+    EVICT: tl.constexpr, EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
 ):  # fmt: skip
     # Pass 1 folds the row block by block into per-lane statistics; pass 2 walks the blocks
     # backwards, so its first reads are the blocks pass 1 loaded last, still in L2 (and pass
     # 1 asked L2 to keep them; pass 2 lets them go).  Blocks wholly inside the row run
-    # unmasked; the at most two others (the window's first, the row's last) masked.
+    # unmasked; the at most two others (the window's first, the row's last) masked.  An op
+    # with no row output (EXT_NOOUT) reads the row once.
     UNROLL: tl.constexpr = BLOCK // LANES
     rows = tl.program_id(0).to(tl.int64) + tl.arange(0, 1)
     a_base, b_base, o_base, lead = row_bases(rows, a_stride, b_stride, out_stride, VEC, ALIGN)
+    c_base, o2_base = extra_bases(rows, c_stride, out2_stride, VEC, ALIGN)
     PAD: tl.constexpr = VEC - 1 if ALIGN == 2 else 0
     NCHUNK: tl.constexpr = (WIDTH + PAD + BLOCK - 1) // BLOCK
     WIDE: tl.constexpr = WIDTH + PAD + BLOCK >= 2**31
     LO: tl.constexpr = 1 if ALIGN == 2 else 0
     HI: tl.constexpr = WIDTH // BLOCK
     TAIL: tl.constexpr = HI if HI > LO else LO
-    FIRST: tl.constexpr = "evict_last" if EVICT else ""
+    FIRST: tl.constexpr = "evict_last" if EVICT and not (EXT & 32) else ""
     SECOND: tl.constexpr = "evict_first" if EVICT else ""
-    m = tl.full((LANES,), float("-inf"), ACC)
+    m = tl.full((LANES,), M_INIT, ACC)
     s = tl.zeros((LANES,), ACC)
     for i in tl.range(0, LO):
         k = lane_offsets(i, LANES, UNROLL, WIDE)
         a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, False, WIDTH, VEC, ALIGN,
                            A_CAST, A_FILL, HAS_B, ACC, FIRST)  # fmt: skip
-        m, s = ACCUMULATE(m, s, a, b)
+        c, w = _load_cw_lanes(c_ptr, w_ptr, c_base, k, lead, False, WIDTH, VEC, ALIGN, EXT, ACC, FIRST)
+        m, s = _fold(ACCUMULATE, m, s, a, b, c, w, EXT)
     for i in tl.range(LO, HI, num_stages=STAGES):
         k = lane_offsets(i, LANES, UNROLL, WIDE)
         a, b = _load_full(a_ptr, b_ptr, a_base, b_base, k, A_CAST, HAS_B, ACC, FIRST)
-        m, s = ACCUMULATE(m, s, a, b)
+        c, w = _load_cw_lanes(c_ptr, w_ptr, c_base, k, lead, True, WIDTH, VEC, ALIGN, EXT, ACC, FIRST)
+        m, s = _fold(ACCUMULATE, m, s, a, b, c, w, EXT)
     for i in tl.range(TAIL, NCHUNK):
         k = lane_offsets(i, LANES, UNROLL, WIDE)
         a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, False, WIDTH, VEC, ALIGN,
                            A_CAST, A_FILL, HAS_B, ACC, FIRST)  # fmt: skip
-        m, s = ACCUMULATE(m, s, a, b)
-    m, s = lanes_to_row(m, s, COMBINE, ACC)
-    for i in tl.range(0, NCHUNK - TAIL):
-        k = lane_offsets(NCHUNK - 1 - i, LANES, UNROLL, WIDE)
-        a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, False, WIDTH, VEC, ALIGN,
-                           A_CAST, A_FILL, HAS_B, ACC, SECOND)  # fmt: skip
-        _store_lanes(out_ptr, o_base, k, APPLY(a, b, m, s), lead, False, WIDTH, VEC, ALIGN)
-    for i in tl.range(0, HI - LO, num_stages=STAGES):
-        k = lane_offsets(HI - 1 - i, LANES, UNROLL, WIDE)
-        a, b = _load_full(a_ptr, b_ptr, a_base, b_base, k, A_CAST, HAS_B, ACC, SECOND)
-        tl.store(out_ptr + o_base + k, _out(APPLY(a, b, m, s), out_ptr))
-    for i in tl.range(0, LO):
-        k = lane_offsets(i, LANES, UNROLL, WIDE)
-        a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, False, WIDTH, VEC, ALIGN,
-                           A_CAST, A_FILL, HAS_B, ACC, SECOND)  # fmt: skip
-        _store_lanes(out_ptr, o_base, k, APPLY(a, b, m, s), lead, False, WIDTH, VEC, ALIGN)
-    if ALIGN == 2 or (ALIGN == 1 and WIDTH % VEC != 0):
-        ke, edge = edge_offsets(lead, WIDTH, VEC)
-        ae, be = _load_ab(a_ptr, b_ptr, a_base, b_base, ke, edge, edge, A_CAST, A_FILL, HAS_B, ACC, "")
-        tl.store(out_ptr + o_base + ke, _out(APPLY(ae, be, m, s), out_ptr), mask=edge)
+        c, w = _load_cw_lanes(c_ptr, w_ptr, c_base, k, lead, False, WIDTH, VEC, ALIGN, EXT, ACC, FIRST)
+        m, s = _fold(ACCUMULATE, m, s, a, b, c, w, EXT)
+    m, s = lanes_to_row(m, s, COMBINE, ACC, M_INIT)
+    m, s = _finish(FINISH, m, s, EXT, WIDTH, ARG)
+    _store_rstat(rstat_ptr, rows, m, None, EXT)
+    if not (EXT & 32):
+        for i in tl.range(0, NCHUNK - TAIL):
+            k = lane_offsets(NCHUNK - 1 - i, LANES, UNROLL, WIDE)
+            a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, False, WIDTH, VEC, ALIGN,
+                               A_CAST, A_FILL, HAS_B, ACC, SECOND)  # fmt: skip
+            c, w = _load_cw_lanes(c_ptr, w_ptr, c_base, k, lead, False, WIDTH, VEC, ALIGN, EXT, ACC, SECOND)
+            _emit_lanes(APPLY, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_base, k, lead, False,
+                        WIDTH, VEC, ALIGN, EXT)  # fmt: skip
+        for i in tl.range(0, HI - LO, num_stages=STAGES):
+            k = lane_offsets(HI - 1 - i, LANES, UNROLL, WIDE)
+            a, b = _load_full(a_ptr, b_ptr, a_base, b_base, k, A_CAST, HAS_B, ACC, SECOND)
+            c, w = _load_cw_lanes(c_ptr, w_ptr, c_base, k, lead, True, WIDTH, VEC, ALIGN, EXT, ACC, SECOND)
+            _emit(APPLY, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_base, k, None, EXT)
+        for i in tl.range(0, LO):
+            k = lane_offsets(i, LANES, UNROLL, WIDE)
+            a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, False, WIDTH, VEC, ALIGN,
+                               A_CAST, A_FILL, HAS_B, ACC, SECOND)  # fmt: skip
+            c, w = _load_cw_lanes(c_ptr, w_ptr, c_base, k, lead, False, WIDTH, VEC, ALIGN, EXT, ACC, SECOND)
+            _emit_lanes(APPLY, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_base, k, lead, False,
+                        WIDTH, VEC, ALIGN, EXT)  # fmt: skip
+        _edges(a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, a_base, b_base, c_base, o_base, o2_base, lead, m, s,
+               True, 0, 0, False, WIDTH, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B, APPLY, EXT)  # fmt: skip
 
 
 @triton.jit
@@ -462,11 +622,13 @@ def _split_position(pid, CHUNKS: tl.constexpr, SPAN: tl.constexpr, WIDE: tl.cons
 
 @triton.jit(do_not_specialize=_INTS)
 def row_split_reduce_kernel(
-    a_ptr, b_ptr, stats_ptr,
-    n_rows: tl.int64, a_stride: tl.int64, b_stride: tl.int64, out_stride: tl.int64,
+    a_ptr, b_ptr, c_ptr, w_ptr, stats_ptr,
+    n_rows: tl.int64, a_stride: tl.int64, b_stride: tl.int64, c_stride: tl.int64, out_stride: tl.int64,
+    out2_stride: tl.int64,
     WIDTH: tl.constexpr, BLOCK: tl.constexpr, LANES: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
     ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
     ACCUMULATE: tl.constexpr, COMBINE: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr,
+    EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
 ):  # fmt: skip
     # Program (row, chunk) reduces SPAN blocks and writes the chunk's two statistics (8 bytes
     # in fp32) to stats[row, chunk]; it asks L2 to keep the chunk for the apply launch.
@@ -475,19 +637,23 @@ def row_split_reduce_kernel(
     WIDE: tl.constexpr = WIDTH + PAD + BLOCK >= 2**31
     LO: tl.constexpr = 1 if ALIGN == 2 else 0
     HI: tl.constexpr = WIDTH // BLOCK
+    POLICY: tl.constexpr = "" if EXT & 32 else "evict_last"
     if COMPILED:  # the apply launch may start as this one's last programs run (see below)
         gdc_launch_dependents()
     row, chunk, first = _split_position(tl.program_id(0), CHUNKS, SPAN, WIDE)
     a_base, b_base, _o_base, lead = row_bases(row, a_stride, b_stride, out_stride, VEC, ALIGN)
-    m = tl.full((LANES,), float("-inf"), ACC)
+    c_base, _o2_base = extra_bases(row, c_stride, out2_stride, VEC, ALIGN)
+    m = tl.full((LANES,), M_INIT, ACC)
     s = tl.zeros((LANES,), ACC)
     for j in tl.range(0, SPAN):
         i = first + j
         k = lane_offsets(i, LANES, UNROLL, WIDE)
-        a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, (i >= LO) & (i < HI), WIDTH, VEC, ALIGN,
-                           A_CAST, A_FILL, HAS_B, ACC, "evict_last")  # fmt: skip
-        m, s = ACCUMULATE(m, s, a, b)
-    m, s = lanes_to_row(m, s, COMBINE, ACC)
+        whole = (i >= LO) & (i < HI)
+        a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, whole, WIDTH, VEC, ALIGN,
+                           A_CAST, A_FILL, HAS_B, ACC, POLICY)  # fmt: skip
+        c, w = _load_cw_lanes(c_ptr, w_ptr, c_base, k, lead, whole, WIDTH, VEC, ALIGN, EXT, ACC, POLICY)
+        m, s = _fold(ACCUMULATE, m, s, a, b, c, w, EXT)
+    m, s = lanes_to_row(m, s, COMBINE, ACC, M_INIT)
     slot = stats_ptr + (row * CHUNKS + chunk) * 2
     tl.store(slot, m)
     tl.store(slot + 1, s)
@@ -495,16 +661,17 @@ def row_split_reduce_kernel(
 
 @triton.jit
 def _merge_row_stats(
-    stats_ptr, row, CHUNKS: tl.constexpr, COMBINE: tl.constexpr, ACC: tl.constexpr, CACHE: tl.constexpr
-):
+    stats_ptr, row, CHUNKS: tl.constexpr, COMBINE: tl.constexpr, ACC: tl.constexpr, CACHE: tl.constexpr,
+    M_INIT: tl.constexpr,
+):  # fmt: skip
     # Every program of a row merges the row's CHUNKS statistics itself (a few hundred bytes,
     # tiny next to its chunk) instead of a third launch doing it once per row.
     CP2: tl.constexpr = triton.next_power_of_2(CHUNKS)
     c = tl.arange(0, CP2)[None, :]
     slots = stats_ptr + (row[:, None] * CHUNKS + c) * 2
-    m_c = tl.load(slots, mask=c < CHUNKS, other=float("-inf"), cache_modifier=CACHE)
+    m_c = tl.load(slots, mask=c < CHUNKS, other=M_INIT, cache_modifier=CACHE)
     s_c = tl.load(slots + 1, mask=c < CHUNKS, other=0.0, cache_modifier=CACHE)
-    m, s = COMBINE(tl.full((1,), float("-inf"), ACC), tl.zeros((1,), ACC), m_c, s_c)
+    m, s = COMBINE(tl.full((1,), M_INIT, ACC), tl.zeros((1,), ACC), m_c, s_c)
     # Back through scalars: statistics laid out like the small [1, CHUNKS] tile would make the
     # compiler convert every [1, BLOCK] tile they meet to that layout, through shared memory.
     # A splat of a scalar takes whatever layout its use needs.
@@ -513,11 +680,13 @@ def _merge_row_stats(
 
 @triton.jit(do_not_specialize=_INTS)
 def row_split_apply_kernel(
-    a_ptr, b_ptr, out_ptr, stats_ptr,
-    n_rows: tl.int64, a_stride: tl.int64, b_stride: tl.int64, out_stride: tl.int64,
+    a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, rstat_ptr, stats_ptr,
+    n_rows: tl.int64, a_stride: tl.int64, b_stride: tl.int64, c_stride: tl.int64, out_stride: tl.int64,
+    out2_stride: tl.int64,
     WIDTH: tl.constexpr, BLOCK: tl.constexpr, LANES: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
     ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
     COMBINE: tl.constexpr, APPLY: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr,
+    EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
 ):  # fmt: skip
     UNROLL: tl.constexpr = BLOCK // LANES
     PAD: tl.constexpr = VEC - 1 if ALIGN == 2 else 0
@@ -529,37 +698,51 @@ def row_split_apply_kernel(
     # not write), and only then wait for the reduce's statistics (gdc_wait returns at once
     # without a dependent launch).  That hides the gap between the launches, a few µs that
     # rows of a few hundred KB cannot afford.
-    row, _chunk, first = _split_position(tl.program_id(0), CHUNKS, SPAN, WIDE)
-    a_base, b_base, o_base, lead = row_bases(row, a_stride, b_stride, out_stride, VEC, ALIGN)
-    full = (first >= LO) & (first < HI)
-    k = lane_offsets(first, LANES, UNROLL, WIDE)
-    a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, full, WIDTH, VEC, ALIGN,
-                       A_CAST, A_FILL, HAS_B, ACC, "evict_first")  # fmt: skip
-    if COMPILED:
-        gdc_wait()
-    m, s = _merge_row_stats(stats_ptr, row, CHUNKS, COMBINE, ACC, ".cg")
-    _store_lanes(out_ptr, o_base, k, APPLY(a, b, m, s), lead, full, WIDTH, VEC, ALIGN)
-    for j in tl.range(1, SPAN):
-        i = first + j
-        full = (i >= LO) & (i < HI)
-        k = lane_offsets(i, LANES, UNROLL, WIDE)
+    row, chunk, first = _split_position(tl.program_id(0), CHUNKS, SPAN, WIDE)
+    if EXT & 32:  # no row output: one program per row merges and writes rstat
+        if COMPILED:
+            gdc_wait()
+        m, s = _merge_row_stats(stats_ptr, row, CHUNKS, COMBINE, ACC, ".cg", M_INIT)
+        m, s = _finish(FINISH, m, s, EXT, WIDTH, ARG)
+        _store_rstat(rstat_ptr, row, m, chunk == 0, EXT)
+    else:
+        a_base, b_base, o_base, lead = row_bases(row, a_stride, b_stride, out_stride, VEC, ALIGN)
+        c_base, o2_base = extra_bases(row, c_stride, out2_stride, VEC, ALIGN)
+        full = (first >= LO) & (first < HI)
+        k = lane_offsets(first, LANES, UNROLL, WIDE)
         a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, full, WIDTH, VEC, ALIGN,
                            A_CAST, A_FILL, HAS_B, ACC, "evict_first")  # fmt: skip
-        _store_lanes(out_ptr, o_base, k, APPLY(a, b, m, s), lead, full, WIDTH, VEC, ALIGN)
-    if ALIGN == 2 or (ALIGN == 1 and WIDTH % VEC != 0):
-        ke, edge = edge_offsets(lead, WIDTH, VEC)
-        mine = (ke >= first * BLOCK) & (ke < (first + SPAN) * BLOCK)  # the ends inside this chunk
-        ae, be = _load_ab(a_ptr, b_ptr, a_base, b_base, ke, edge & mine, edge, A_CAST, A_FILL, HAS_B, ACC, "")
-        tl.store(out_ptr + o_base + ke, _out(APPLY(ae, be, m, s), out_ptr), mask=edge & mine)
+        c, w = _load_cw_lanes(c_ptr, w_ptr, c_base, k, lead, full, WIDTH, VEC, ALIGN, EXT, ACC, "evict_first")
+        if COMPILED:
+            gdc_wait()
+        m, s = _merge_row_stats(stats_ptr, row, CHUNKS, COMBINE, ACC, ".cg", M_INIT)
+        m, s = _finish(FINISH, m, s, EXT, WIDTH, ARG)
+        _store_rstat(rstat_ptr, row, m, chunk == 0, EXT)
+        _emit_lanes(APPLY, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_base, k, lead, full,
+                    WIDTH, VEC, ALIGN, EXT)  # fmt: skip
+        for j in tl.range(1, SPAN):
+            i = first + j
+            full = (i >= LO) & (i < HI)
+            k = lane_offsets(i, LANES, UNROLL, WIDE)
+            a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, full, WIDTH, VEC, ALIGN,
+                               A_CAST, A_FILL, HAS_B, ACC, "evict_first")  # fmt: skip
+            c, w = _load_cw_lanes(c_ptr, w_ptr, c_base, k, lead, full, WIDTH, VEC, ALIGN, EXT, ACC, "evict_first")
+            _emit_lanes(APPLY, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_base, k, lead, full,
+                        WIDTH, VEC, ALIGN, EXT)  # fmt: skip
+        _edges(a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, a_base, b_base, c_base, o_base, o2_base, lead, m, s,
+               True, first * BLOCK, (first + SPAN) * BLOCK, True, WIDTH, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B,
+               APPLY, EXT)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=_INTS)
 def row_split_one_launch_kernel(
-    a_ptr, b_ptr, out_ptr, stats_ptr, sync_ptr,
-    n_rows: tl.int64, a_stride: tl.int64, b_stride: tl.int64, out_stride: tl.int64,
+    a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, rstat_ptr, stats_ptr, sync_ptr,
+    n_rows: tl.int64, a_stride: tl.int64, b_stride: tl.int64, c_stride: tl.int64, out_stride: tl.int64,
+    out2_stride: tl.int64,
     WIDTH: tl.constexpr, BLOCK: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
     ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
     ACCUMULATE: tl.constexpr, COMBINE: tl.constexpr, APPLY: tl.constexpr, CHUNKS: tl.constexpr,
+    EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
 ):  # fmt: skip
     # The minimum traffic in one launch: each program reads its chunk once and keeps it in
     # registers while the row's programs swap statistics through global memory.
@@ -567,21 +750,24 @@ def row_split_one_launch_kernel(
     row, chunk = take_ticket(sync_ptr, CHUNKS)
     rows = row + tl.arange(0, 1)
     a_base, b_base, o_base, lead = row_bases(rows, a_stride, b_stride, out_stride, VEC, ALIGN)
+    c_base, o2_base = extra_bases(rows, c_stride, out2_stride, VEC, ALIGN)
     k = chunk * BLOCK + tl.arange(0, BLOCK)[None, :]
     load, inside, store = window_masks(k, lead, WIDTH, VEC, ALIGN, False)
     a, b = _load_ab(a_ptr, b_ptr, a_base, b_base, k, load, inside, A_CAST, A_FILL, HAS_B, ACC, "")
-    m, s = ACCUMULATE(tl.full((1,), float("-inf"), ACC), tl.zeros((1,), ACC), a, b)
+    c, w = _load_cw(c_ptr, w_ptr, c_base, k, lead, load, inside, True, EXT, ALIGN, ACC, "")
+    m, s = _fold(ACCUMULATE, tl.full((1,), M_INIT, ACC), tl.zeros((1,), ACC), a, b, c, w, EXT)
     slot = stats_ptr + (row * CHUNKS + chunk) * 2
     tl.store(slot + tl.arange(0, 1), m)
     tl.store(slot + 1 + tl.arange(0, 1), s)
     row_barrier(sync_ptr, row, CHUNKS)
-    m, s = _merge_row_stats(stats_ptr, rows, CHUNKS, COMBINE, ACC, ".cg")
-    tl.store(out_ptr + o_base + k, _out(APPLY(a, b, m, s), out_ptr), mask=store)
-    if ALIGN == 2 or (ALIGN == 1 and WIDTH % VEC != 0):
-        ke, edge = edge_offsets(lead, WIDTH, VEC)
-        mine = (ke >= chunk * BLOCK) & (ke < (chunk + 1) * BLOCK)
-        ae, be = _load_ab(a_ptr, b_ptr, a_base, b_base, ke, edge & mine, edge, A_CAST, A_FILL, HAS_B, ACC, "")
-        tl.store(out_ptr + o_base + ke, _out(APPLY(ae, be, m, s), out_ptr), mask=edge & mine)
+    m, s = _merge_row_stats(stats_ptr, rows, CHUNKS, COMBINE, ACC, ".cg", M_INIT)
+    m, s = _finish(FINISH, m, s, EXT, WIDTH, ARG)
+    _store_rstat(rstat_ptr, rows, m, chunk == 0, EXT)
+    if not (EXT & 32):
+        _emit(APPLY, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_base, k, store, EXT)
+        _edges(a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, a_base, b_base, c_base, o_base, o2_base, lead, m, s,
+               True, chunk * BLOCK, (chunk + 1) * BLOCK, True, WIDTH, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B,
+               APPLY, EXT)  # fmt: skip
 
 
 # =============================================================================== launching
@@ -597,7 +783,16 @@ class RowOp:
     ``accumulate(m, s, a, b) -> (m, s)``: fold one chunk into the running statistics.
     ``combine(m, s, m_parts, s_parts) -> (m, s)``: fold ``[R, C]`` per-chunk statistics.
     ``apply(a, b, m, s) -> out``: the output elements from the row's statistics.
-    ``a_fill``: the value masked elements of ``a`` take (the reduction's identity)."""
+    ``a_fill``: the value masked elements of ``a`` take (the reduction's identity).
+
+    The extended form (``finish`` set; see ``EXT`` above the kernels) adds the tiles ``c``
+    (a third row input) and ``w`` (a per-column vector), both ``0``/``1`` scalars when a call
+    has none: ``accumulate(m, s, a, b, c, w)``, ``finish(m, s, WIDTH, ARG) -> (m, s)`` once
+    per row after the last merge (``ARG``: a compile-time float of the call, RMSNorm's eps),
+    ``apply(a, b, c, w, m, s) -> (out, out2)``; ``row`` is unused (the block plan
+    accumulates, finishes and applies).  ``m_init``: the identity of ``m`` (``-inf`` for a
+    running max, ``0`` for a sum).  ``has_out``: whether the op writes a row output at all
+    (a row sum writes only the per-row ``rstat``)."""
 
     name: str
     row: Any
@@ -606,7 +801,42 @@ class RowOp:
     apply: Any
     a_fill: float
     has_b: bool
+    finish: Any = None
+    m_init: float = float("-inf")
+    has_out: bool = True
 
+    @property
+    def extended(self) -> bool:
+        return self.finish is not None
+
+
+@dataclass(frozen=True)
+class RowExtras:
+    """A call's tensors beyond (a, b, out), for an extended :class:`RowOp`: ``c``
+    ``[rows, width]`` (a third input), ``w`` ``[width]`` contiguous (per column), ``out2``
+    ``[rows, width]`` (a second output), ``rstat`` ``[rows]`` contiguous (the finished first
+    statistic of each row), ``arg`` (the op's compile-time float).  Row tensors share a's
+    16-byte layout (:func:`row_layout` is taken over all of them)."""
+
+    c: torch.Tensor | None = None
+    w: torch.Tensor | None = None
+    out2: torch.Tensor | None = None
+    rstat: torch.Tensor | None = None
+    arg: float = 0.0
+
+    def flags(self, op: RowOp) -> int:
+        if not op.extended:
+            return 0
+        return (EXT_ON | (EXT_C if self.c is not None else 0) | (EXT_W if self.w is not None else 0)
+                | (EXT_OUT2 if self.out2 is not None else 0) | (EXT_RSTAT if self.rstat is not None else 0)
+                | (0 if op.has_out else EXT_NOOUT))  # fmt: skip
+
+    def row_tensors(self) -> tuple[torch.Tensor, ...]:
+        return tuple(t for t in (self.c, self.out2) if t is not None)
+
+
+_NO_EXTRAS = RowExtras()
+ROW_ROLES = ("a", "b", "c", "w", "out", "out2", "rstat")
 
 _TL_DTYPES = {
     torch.float16: tl.float16,
@@ -634,15 +864,18 @@ class RowLauncher:
         rows_per_program: int = 1,
         programs_per_row: int = 1,
         pdl: bool = False,
+        per_column: Sequence[bool] = (),
     ) -> None:
+        """``per_column[i]``: tensor i is indexed by column, not row (never sliced into batches)."""
         device = tensors[0].device
         index = device.index if device.type == "cuda" else -1
         per_launch = (MAX_GRID_X // programs_per_row) * rows_per_program
         if n_rows <= per_launch:
             batches = [(tensors, n_rows)]
         else:  # only past 2^31 - 1 programs: the same kernel over row slices
-            batches = [([t[r0 : r0 + per_launch] for t in tensors], min(per_launch, n_rows - r0))
-                       for r0 in range(0, n_rows, per_launch)]  # fmt: skip
+            keep = list(per_column) + [False] * (len(tensors) - len(per_column))
+            batches = [([t if whole else t[r0 : r0 + per_launch] for t, whole in zip(tensors, keep, strict=True)],
+                        min(per_launch, n_rows - r0)) for r0 in range(0, n_rows, per_launch)]  # fmt: skip
         guard = index >= 0 and index != torch.cuda.current_device()
         for views, rows in batches:
             key = (index, *[(t.dtype, t.data_ptr() % VECTOR_BYTES == 0) for t in views])
@@ -668,7 +901,7 @@ LAUNCHERS = (_BLOCK_L, _LOOPED_L, _SPLIT_REDUCE_L, _SPLIT_APPLY_L, _ONE_LAUNCH_L
 @dataclass(frozen=True)
 class _Step:
     """One launch of a plan: its kernel, constexprs, the tensors it takes (by role: a, b,
-    out, stats, sync) and how many programs it puts on the grid."""
+    c, w, out, out2, rstat, stats, sync) and how many programs it puts on the grid."""
 
     launcher: RowLauncher
     consts: tuple[Any, ...]
@@ -679,27 +912,29 @@ class _Step:
 
 
 def _steps(
-    op: RowOp, plan: RowPlan, width: int, vec: int, align: int, a_dtype: torch.dtype, out_dtype: torch.dtype
-) -> list[_Step]:
+    op: RowOp, plan: RowPlan, width: int, vec: int, align: int, a_dtype: torch.dtype, out_dtype: torch.dtype,
+    ext: int = 0, arg: float = 0.0,
+) -> list[_Step]:  # fmt: skip
     acc = tl.float64 if torch.float64 in (a_dtype, out_dtype) else tl.float32
     # The forward casts its input to the output dtype first (torch's dtype= semantics).
     cast = _TL_DTYPES[out_dtype] if not op.has_b else acc
     shape = (width, plan.block, vec, align, acc, cast, op.a_fill, op.has_b)
+    tail = (ext, op.finish, op.m_init, float(arg) if ext else 0.0)
     if plan.kind == "block":
-        consts = (*shape[:2], plan.rows_per_program, *shape[2:], op.row, op.apply)
-        return [_Step(_BLOCK_L, consts, ("a", "b", "out"), rows_per_program=plan.rows_per_program)]
+        consts = (*shape[:2], plan.rows_per_program, *shape[2:], op.row, op.apply, op.accumulate, *tail)
+        return [_Step(_BLOCK_L, consts, ROW_ROLES, rows_per_program=plan.rows_per_program)]
     if plan.one_launch:
-        consts = (*shape, op.accumulate, op.combine, op.apply, plan.chunks)
-        return [_Step(_ONE_LAUNCH_L, consts, ("a", "b", "out", "stats", "sync"), programs_per_row=plan.chunks)]
+        consts = (*shape, op.accumulate, op.combine, op.apply, plan.chunks, *tail)
+        return [_Step(_ONE_LAUNCH_L, consts, (*ROW_ROLES, "stats", "sync"), programs_per_row=plan.chunks)]
     # Lane tiles (lane_offsets): one 16-byte vector per thread across the block's width.
     lanes = (width, plan.block, min(plan.block, plan.num_warps * 32 * vec), *shape[2:])
     if plan.kind == "looped":
-        consts = (*lanes, op.accumulate, op.combine, op.apply, plan.stages, plan.evict)
-        return [_Step(_LOOPED_L, consts, ("a", "b", "out"))]
+        consts = (*lanes, op.accumulate, op.combine, op.apply, plan.stages, plan.evict, *tail)
+        return [_Step(_LOOPED_L, consts, ROW_ROLES)]
     return [
-        _Step(_SPLIT_REDUCE_L, (*lanes, op.accumulate, op.combine, plan.chunks, plan.span), ("a", "b", "stats"),
-              1, plan.chunks),
-        _Step(_SPLIT_APPLY_L, (*lanes, op.combine, op.apply, plan.chunks, plan.span), ("a", "b", "out", "stats"),
+        _Step(_SPLIT_REDUCE_L, (*lanes, op.accumulate, op.combine, plan.chunks, plan.span, *tail),
+              ("a", "b", "c", "w", "stats"), 1, plan.chunks),
+        _Step(_SPLIT_APPLY_L, (*lanes, op.combine, op.apply, plan.chunks, plan.span, *tail), (*ROW_ROLES, "stats"),
               1, plan.chunks, pdl=not INTERPRETER),
     ]  # fmt: skip
 
@@ -716,13 +951,31 @@ def _scratch(plan: RowPlan, n_rows: int, device: torch.device | int, acc64: bool
     return out
 
 
+def _row_tensors(
+    a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, extras: RowExtras
+) -> dict[str, torch.Tensor]:
+    # Every role filled: a tensor the call lacks is passed as a (or out) and never read.
+    bb = a if b is None else b
+    return {
+        "a": a, "b": bb, "c": a if extras.c is None else extras.c, "w": a if extras.w is None else extras.w,
+        "out": out, "out2": out if extras.out2 is None else extras.out2,
+        "rstat": out if extras.rstat is None else extras.rstat,
+    }  # fmt: skip
+
+
+def _strides(t: dict[str, torch.Tensor]) -> tuple[int, ...]:
+    return (t["a"].stride(0), t["b"].stride(0), t["c"].stride(0), t["out"].stride(0), t["out2"].stride(0))
+
+
 def run_rows(
-    op: RowOp, plan: RowPlan, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, align: int, vec: int
-) -> None:
-    """Write ``op`` over the ``[rows, width]`` tensors ``a`` (and ``b``) into ``out``.
+    op: RowOp, plan: RowPlan, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, align: int, vec: int,
+    extras: RowExtras = _NO_EXTRAS,
+) -> None:  # fmt: skip
+    """Write ``op`` over the ``[rows, width]`` tensors ``a`` (and ``b``, and ``extras``) into
+    ``out`` (and ``extras.out2``, ``extras.rstat``).
 
     The general launch path (any plan, any device, any row count); :class:`RowCall` is the
-    eager fast path in front of it.  All three tensors have a contiguous last dimension;
+    eager fast path in front of it.  Row tensors have a contiguous last dimension;
     ``(vec, align)`` come from :func:`row_layout` over the same tensors, which the plan was
     made for.  Raises ``ValueError`` for a one-launch split that could deadlock."""
     n_rows, width = a.shape
@@ -733,13 +986,13 @@ def run_rows(
             f"a one-launch split of {plan.chunks} chunks x {plan.span} blocks per row could deadlock "
             "(its programs wait for each other); use the two-launch split"
         )
-    bb = a if b is None else b
-    strides = (a.stride(0), bb.stride(0), out.stride(0))
-    tensors = {"a": a, "b": bb, "out": out, **_scratch(plan, n_rows, a.device, torch.float64 in (a.dtype, out.dtype))}
-    for step in _steps(op, plan, width, vec, align, a.dtype, out.dtype):
+    tensors = _row_tensors(a, b, out, extras)
+    strides = _strides(tensors)
+    tensors.update(_scratch(plan, n_rows, a.device, torch.float64 in (a.dtype, out.dtype)))
+    for step in _steps(op, plan, width, vec, align, a.dtype, out.dtype, extras.flags(op), extras.arg):
         step.launcher(
             [tensors[r] for r in step.roles], n_rows, strides, step.consts, plan.num_warps,
-            step.rows_per_program, step.programs_per_row, step.pdl,
+            step.rows_per_program, step.programs_per_row, step.pdl, [r == "w" for r in step.roles],
         )  # fmt: skip
 
 
@@ -754,30 +1007,42 @@ class _Prepared:
     def __init__(self, plan: RowPlan, steps: list[_Step], index: int, acc64: bool) -> None:
         self.plan, self.steps, self.index, self.acc64 = plan, steps, index, acc64
         self.bound: list[tuple[Any, ...] | None] = [None] * len(steps)
-        # One launch over (a, b, out) with no scratch (block and looped plans): the whole
+        # One launch over the row roles with no scratch (block and looped plans): the whole
         # call in one tuple, bound after the first launch compiled the kernel.
         self.single: tuple[Any, ...] | None = None
 
-    def __call__(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, n_rows: int) -> None:
+    def __call__(
+        self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, n_rows: int, extras: RowExtras = _NO_EXTRAS
+    ) -> None:
         single = self.single
+        if single is not None and extras is _NO_EXTRAS:
+            launch, function, metadata, coop, pdl, rows_per_program, consts = single
+            pa, po, sa, so = a.data_ptr(), out.data_ptr(), a.stride(0), out.stride(0)
+            launch(
+                -(-n_rows // rows_per_program), 1, 1, current_stream(self.index), function, coop, pdl,
+                None, None, metadata, None, None, None,
+                pa, b.data_ptr(), pa, pa, po, po, po, n_rows, sa, b.stride(0), sa, so, so, *consts,
+            )  # fmt: skip
+            return
+        plan = self.plan
+        tensors = _row_tensors(a, b, out, extras)
+        strides = _strides(tensors)
         if single is not None:
             launch, function, metadata, coop, pdl, rows_per_program, consts = single
             launch(
                 -(-n_rows // rows_per_program), 1, 1, current_stream(self.index), function, coop, pdl,
                 None, None, metadata, None, None, None,
-                a.data_ptr(), b.data_ptr(), out.data_ptr(), n_rows, a.stride(0), b.stride(0), out.stride(0), *consts,
+                *[tensors[r].data_ptr() for r in ROW_ROLES], n_rows, *strides, *consts,
             )  # fmt: skip
             return
-        plan = self.plan
-        strides = (a.stride(0), b.stride(0), out.stride(0))
         scratch = _scratch(plan, n_rows, self.index, self.acc64) if plan.kind == "split" else None
         stream = -1
         for i, step in enumerate(self.steps):
             bound = self.bound[i]
             grid = triton.cdiv(n_rows, step.rows_per_program) * step.programs_per_row
             if bound is None:  # the first call of this key: Triton compiles and launches
-                tensors = {"a": a, "b": b, "out": out, **(scratch or {})}
-                args = (*[tensors[r] for r in step.roles], n_rows, *strides)
+                everything = {**tensors, **(scratch or {})}
+                args = (*[everything[r] for r in step.roles], n_rows, *strides)
                 compiled = step.launcher.kernel.fn[(grid,)](
                     *args, **dict(zip(step.launcher.kernel.const_names, step.consts, strict=True)),
                     num_warps=plan.num_warps, num_stages=3, **({"launch_pdl": True} if step.pdl else {}),
@@ -787,13 +1052,13 @@ class _Prepared:
                     bound = (launcher.launch, compiled.function, compiled.packed_metadata,
                              launcher.launch_cooperative_grid, launcher.launch_pdl)  # fmt: skip
                     self.bound[i] = bound
-                    if len(self.steps) == 1 and step.roles == ("a", "b", "out"):
+                    if len(self.steps) == 1 and step.roles == ROW_ROLES:
                         self.single = (*bound, step.rows_per_program, step.consts)
                 continue
             if stream == -1:
                 stream = current_stream(self.index)
             launch, function, metadata, coop, pdl = bound
-            ptrs = {"a": a.data_ptr(), "b": b.data_ptr(), "out": out.data_ptr()}
+            ptrs = {k: v.data_ptr() for k, v in tensors.items()}
             if scratch:
                 ptrs.update({k: v.data_ptr() for k, v in scratch.items()})
             launch(grid, 1, 1, stream, function, coop, pdl, None, None, metadata, None, None, None,
@@ -809,10 +1074,11 @@ class RowCall:
 
     Everything a call's plan and compiled kernels depend on (width, dtypes, which of the
     row-count thresholds the call falls under, the 16-byte alignment of pointers and rows,
-    the device) keys a :class:`_Prepared` launch, so that after the first call of a key only
-    pointers, strides and the grid are computed.  Calls the fast path does not cover (CPU
-    tensors under the interpreter, a tensor on a GPU other than the current one, more rows
-    than one launch holds, a launch hook installed by a profiler) take :func:`run_rows`."""
+    the device, and for an extended op which extra tensors it has and its ``arg``) keys a
+    :class:`_Prepared` launch, so that after the first call of a key only pointers, strides
+    and the grid are computed.  Calls the fast path does not cover (CPU tensors under the
+    interpreter, a tensor on a GPU other than the current one, more rows than one launch
+    holds, a launch hook installed by a profiler) take :func:`run_rows`."""
 
     def __init__(self, op: RowOp, policy: RowPolicy) -> None:
         self.op, self.policy = op, policy
@@ -820,25 +1086,32 @@ class RowCall:
         self._thresholds: dict[int, tuple[float, float, int]] = {}
 
     def plan(
-        self, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, force: PlanKind | None
-    ) -> tuple[RowPlan, int, int]:
+        self, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, force: PlanKind | None,
+        extras: RowExtras = _NO_EXTRAS,
+    ) -> tuple[RowPlan, int, int]:  # fmt: skip
         """(plan, vec, align) for a call: what the eager path would launch."""
         tensors = (a, out) if b is None else (a, b, out)
+        if extras is not _NO_EXTRAS:
+            tensors = (*tensors, *extras.row_tensors())
+        if not self.op.has_out:
+            tensors = tensors[:1] if b is None else tensors[:2]
         vec, align = row_layout(tensors)
         pad = vec - 1 if align == ALIGN_WINDOW else 0
         n_rows, width = a.shape
         return plan_rows(n_rows, width, a.element_size(), sm_count(a.device), self.policy, force, pad), vec, align
 
     def prepare(
-        self, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, force: PlanKind | None = None
-    ) -> _Prepared | None:
+        self, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, force: PlanKind | None = None,
+        extras: RowExtras = _NO_EXTRAS,
+    ) -> _Prepared | None:  # fmt: skip
         """The prepared launch for a call, or ``None`` where the fast path does not apply."""
-        found = self._lookup(a, b, out, force)
+        found = self._lookup(a, b, out, force, extras)
         return None if found is None else found[0]
 
     def _lookup(
-        self, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, force: PlanKind | None
-    ) -> tuple[_Prepared, int, int, int, int, int, int] | None:
+        self, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, force: PlanKind | None,
+        extras: RowExtras,
+    ) -> tuple[_Prepared, int, int, int, int, int, int] | None:  # fmt: skip
         # (prepared launch, the three pointers, the three row strides): each read once per
         # call, for the key and for the launch.
         index = a.get_device()
@@ -855,94 +1128,132 @@ class RowCall:
             b_dtype, pb, sb = a.dtype, pa, sa
         else:
             b_dtype, pb, sb = b.dtype, b.data_ptr(), b.stride(0)
-        key = (
+        key: tuple[Any, ...] = (
             width, a.dtype, b_dtype, out.dtype, index, force, n_rows < th[0], n_rows >= th[1], n_rows <= 1,
             pa & 15, pb & 15, po & 15, sa & 7, sb & 7, so & 7,
         )  # fmt: skip
+        if extras is not _NO_EXTRAS:
+            t = _row_tensors(a, b, out, extras)
+            key = (*key, extras.flags(self.op), extras.arg,
+                   *[(t[r].dtype, t[r].data_ptr() & 15) for r in ("c", "w", "out2", "rstat")],
+                   t["c"].stride(0) & 7, t["out2"].stride(0) & 7)  # fmt: skip
         prepared = self._prepared.get(key)
         if prepared is None:
-            plan, vec, align = self.plan(a, b, out, force)
+            plan, vec, align = self.plan(a, b, out, force, extras)
             acc64 = torch.float64 in (a.dtype, out.dtype)
-            steps = _steps(self.op, plan, width, vec, align, a.dtype, out.dtype)
+            steps = _steps(self.op, plan, width, vec, align, a.dtype, out.dtype, extras.flags(self.op), extras.arg)
             prepared = self._prepared[key] = _Prepared(plan, steps, index, acc64)
         return prepared, pa, pb, po, sa, sb, so
 
     def __call__(
-        self, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, force: PlanKind | None = None
-    ) -> RowPlan | None:
+        self, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, force: PlanKind | None = None,
+        extras: RowExtras = _NO_EXTRAS,
+    ) -> RowPlan | None:  # fmt: skip
         n_rows, width = a.shape
         if n_rows == 0 or width == 0:
             return None
-        found = self._lookup(a, b, out, force)
+        found = self._lookup(a, b, out, force, extras)
         if found is not None:
             prepared, pa, pb, po, sa, sb, so = found
             plan = prepared.plan
             if n_rows * plan.chunks <= MAX_GRID_X * plan.rows_per_program:
                 single = prepared.single
-                if single is None:
-                    prepared(a, a if b is None else b, out, n_rows)
-                else:  # one launch, no scratch: straight to the compiled launcher
+                if single is None or extras is not _NO_EXTRAS:
+                    prepared(a, a if b is None else b, out, n_rows, extras)
+                else:  # one launch, no scratch, no extras: straight to the compiled launcher
                     launch, function, metadata, coop, pdl, rows_per_program, consts = single
                     launch(
                         -(-n_rows // rows_per_program), 1, 1, current_stream(prepared.index), function, coop, pdl,
-                        None, None, metadata, None, None, None, pa, pb, po, n_rows, sa, sb, so, *consts,
+                        None, None, metadata, None, None, None, pa, pb, pa, pa, po, po, po, n_rows, sa, sb, sa, so, so,
+                        *consts,
                     )  # fmt: skip
                 return plan
-        plan, vec, align = self.plan(a, b, out, force)
-        run_rows(self.op, plan, a, b, out, align, vec)  # also batches rows past the grid's limit
+        plan, vec, align = self.plan(a, b, out, force, extras)
+        run_rows(self.op, plan, a, b, out, align, vec, extras)  # also batches rows past the grid's limit
         return plan
 
 
 # =============================================================================== column sum
 
 
-@triton.jit(do_not_specialize=["n_rows", "width", "stride", "rows_per_split"])
+@triton.jit(do_not_specialize=["n_rows", "width", "stride", "y_stride", "rows_per_split"])
 def _column_partial_sum(
-    x_ptr, part_ptr, n_rows: tl.int64, width: tl.int64, stride: tl.int64, rows_per_split: tl.int64,
-    BLOCK_COLS: tl.constexpr, BLOCK_ROWS: tl.constexpr,
+    x_ptr, y_ptr, scale_ptr, part_ptr, n_rows: tl.int64, width: tl.int64, stride: tl.int64, y_stride: tl.int64,
+    rows_per_split: tl.int64, BLOCK_COLS: tl.constexpr, BLOCK_ROWS: tl.constexpr, HAS_Y: tl.constexpr,
+    HAS_SCALE: tl.constexpr, ACC: tl.constexpr,
 ):  # fmt: skip
-    # Program (column block, row split) sums its rows of its columns in fp32, in row order.
+    # Program (column block, row split) sums its rows of its columns in fp32, in row order:
+    # x (times y, times scale[row]) read once, BLOCK_COLS fp32 partials written (fp64 for fp64).
     cols = tl.program_id(0) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
     split = tl.program_id(1).to(tl.int64)
-    acc = tl.zeros((BLOCK_COLS,), tl.float32)
+    acc = tl.zeros((BLOCK_COLS,), ACC)
     r0 = split * rows_per_split
     for i in range(0, rows_per_split, BLOCK_ROWS):
         rows = r0 + i + tl.arange(0, BLOCK_ROWS)
         ok = (rows < n_rows) & (rows < r0 + rows_per_split)
-        x = tl.load(x_ptr + rows[:, None] * stride + cols[None, :], mask=ok[:, None] & (cols < width)[None, :], other=0)
-        acc += tl.sum(x.to(tl.float32), axis=0)
+        mask = ok[:, None] & (cols < width)[None, :]
+        v = tl.load(x_ptr + rows[:, None] * stride + cols[None, :], mask=mask, other=0).to(ACC)
+        if HAS_Y:
+            v *= tl.load(y_ptr + rows[:, None] * y_stride + cols[None, :], mask=mask, other=0).to(ACC)
+        if HAS_SCALE:
+            v *= tl.load(scale_ptr + rows, mask=ok, other=0).to(ACC)[:, None]
+        acc += tl.sum(tl.where(mask, v, 0.0), axis=0)
     tl.store(part_ptr + split * width + cols, acc, mask=cols < width)
 
 
 @triton.jit(do_not_specialize=["splits", "width"])
-def _column_final_sum(part_ptr, out_ptr, splits: tl.int64, width: tl.int64, BLOCK_COLS: tl.constexpr):
+def _column_final_sum(
+    part_ptr, out_ptr, splits: tl.int64, width: tl.int64, BLOCK_COLS: tl.constexpr, ACC: tl.constexpr
+):
     cols = tl.program_id(0) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
-    acc = tl.zeros((BLOCK_COLS,), tl.float32)
+    acc = tl.zeros((BLOCK_COLS,), ACC)
     for s in range(0, splits):  # a fixed order: the same bits every run
         acc += tl.load(part_ptr + s * width + cols, mask=cols < width, other=0.0)
     tl.store(out_ptr + cols, acc.to(out_ptr.dtype.element_ty), mask=cols < width)
 
 
-def column_sum(x: torch.Tensor, plan: ColumnPlan | None = None) -> torch.Tensor:
+def column_sum(
+    x: torch.Tensor,
+    plan: ColumnPlan | None = None,
+    *,
+    y: torch.Tensor | None = None,
+    row_scale: torch.Tensor | None = None,
+    out_dtype: torch.dtype | None = None,
+) -> torch.Tensor:
     """Sum of a ``[rows, width]`` tensor (fp16/bf16/fp32, last dimension contiguous) over its
-    rows: shape ``[width]``, ``x``'s dtype, accumulated in fp32 in a fixed order, so the
-    result has the same bits on every run (what RMSNorm's weight gradient needs).
+    rows: shape ``[width]``, ``out_dtype`` (default ``x``'s), accumulated in fp32 (fp64 when
+    ``x`` or ``out_dtype`` is) in a fixed
+    order, so the result has the same bits on every run, and for any row count that splits
+    the same way (what RMSNorm's weight gradient needs).  With ``y`` (``x``'s shape, last
+    dimension contiguous) the sum is of ``x * y``; with ``row_scale`` (``[rows]``) each row is
+    first multiplied by its scale: RMSNorm's ``dw = sum_rows(dy * h * rstd)``.
 
-    Raises ``ValueError`` for a tensor that is not 2-D with a contiguous last dimension."""
+    Raises ``ValueError`` for a tensor that is not 2-D with a contiguous last dimension, or
+    a ``y`` / ``row_scale`` of the wrong shape."""
     if x.dim() != 2 or (x.shape[1] > 1 and x.stride(1) != 1):
         raise ValueError(f"column_sum: x must be 2-D with a contiguous last dimension, got shape {tuple(x.shape)}")
+    if y is not None and (y.shape != x.shape or (y.shape[1] > 1 and y.stride(1) != 1)):
+        raise ValueError(f"column_sum: y must have x's shape {tuple(x.shape)} and a contiguous last dimension")
+    if row_scale is not None and (row_scale.shape != (x.shape[0],) or (x.shape[0] > 1 and row_scale.stride(0) != 1)):
+        raise ValueError(f"column_sum: row_scale must be a contiguous vector of {x.shape[0]} rows")
     n_rows, width = x.shape
-    out = torch.empty(width, device=x.device, dtype=x.dtype)
+    out = torch.empty(width, device=x.device, dtype=out_dtype or x.dtype)
     if width == 0:
         return out
     if n_rows == 0:
         return out.zero_()
     plan = plan or plan_columns(n_rows, width, sm_count(x.device))
-    part = torch.empty((plan.splits, width), device=x.device, dtype=torch.float32)
+    wide = torch.float64 if torch.float64 in (x.dtype, out.dtype) else torch.float32
+    part = torch.empty((plan.splits, width), device=x.device, dtype=wide)
+    acc = tl.float64 if wide == torch.float64 else tl.float32
     col_blocks = triton.cdiv(width, plan.block_cols)
+    if x.is_cuda and x.device.index != torch.cuda.current_device():  # Triton launches on the current GPU
+        with torch.cuda.device(x.device):
+            return column_sum(x, plan, y=y, row_scale=row_scale, out_dtype=out_dtype)
     _column_partial_sum[(col_blocks, plan.splits)](
-        x, part, n_rows, width, x.stride(0), plan.rows_per_split, BLOCK_COLS=plan.block_cols, BLOCK_ROWS=8,
-        num_warps=plan.num_warps,
+        x, x if y is None else y, x if row_scale is None else row_scale, part, n_rows, width, x.stride(0),
+        x.stride(0) if y is None else y.stride(0), plan.rows_per_split, BLOCK_COLS=plan.block_cols, BLOCK_ROWS=8,
+        HAS_Y=y is not None, HAS_SCALE=row_scale is not None, ACC=acc, num_warps=plan.num_warps,
     )  # fmt: skip
-    _column_final_sum[(col_blocks,)](part, out, plan.splits, width, BLOCK_COLS=plan.block_cols)
+    _column_final_sum[(col_blocks,)](part, out, plan.splits, width, BLOCK_COLS=plan.block_cols, ACC=acc)
     return out

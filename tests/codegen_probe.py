@@ -24,7 +24,10 @@ from triton.compiler import ASTSource
 from kernels import _rowwise as rw
 from kernels.softmax import BACKWARD, FORWARD
 
-INTS = {"n_rows": "i64", "a_stride": "i64", "b_stride": "i64", "out_stride": "i64"}
+INTS = {"n_rows": "i64", "a_stride": "i64", "b_stride": "i64", "c_stride": "i64", "out_stride": "i64",
+        "out2_stride": "i64"}  # fmt: skip
+# The extended form's constexprs, off: softmax is the two-tile form (see kernels/_rowwise.py).
+PLAIN = {"EXT": 0, "FINISH": None, "M_INIT": float("-inf"), "ARG": 0.0}
 
 
 def compile_kernel(fn, pointers: dict[str, str], consts: dict, warps: int) -> dict:
@@ -47,9 +50,11 @@ def compile_kernel(fn, pointers: dict[str, str], consts: dict, warps: int) -> di
 
 
 def main() -> None:
-    ab_out = {"a_ptr": "*bf16", "b_ptr": "*bf16", "out_ptr": "*bf16"}
+    ab = {"a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16", "w_ptr": "*bf16"}
+    ab_out = {**ab, "out_ptr": "*bf16", "out2_ptr": "*bf16", "rstat_ptr": "*bf16"}
     for width, align in ((50257, rw.ALIGN_WINDOW), (50264, rw.ALIGN_ROWS), (50257, rw.ALIGN_NONE)):
         base = {"WIDTH": width, "BLOCK": 4096, "VEC": 8, "ALIGN": align, "ACC": tl.float32}
+        tail = PLAIN
         fwd = {**base, "A_CAST": tl.bfloat16, "A_FILL": float("-inf"), "HAS_B": False}
         bwd = {**base, "A_CAST": tl.float32, "A_FILL": 0.0, "HAS_B": True}
         for name, op, c in (("fwd", FORWARD, fwd), ("bwd", BACKWARD, bwd)):
@@ -57,35 +62,89 @@ def main() -> None:
             looped = compile_kernel(
                 rw.row_looped_kernel,
                 ab_out,
-                {**lanes, "ACCUMULATE": op.accumulate, "COMBINE": op.combine, "APPLY": op.apply, "STAGES": 1,
-                 "EVICT": True},
+                {
+                    **lanes,
+                    "ACCUMULATE": op.accumulate,
+                    "COMBINE": op.combine,
+                    "APPLY": op.apply,
+                    "STAGES": 1,
+                    "EVICT": True,
+                    **tail,
+                },
                 8,
             )
             apply = compile_kernel(
                 rw.row_split_apply_kernel,
                 {**ab_out, "stats_ptr": "*fp32"},
-                {**lanes, "COMBINE": op.combine, "APPLY": op.apply, "CHUNKS": 13, "SPAN": 1},
+                {**lanes, "COMBINE": op.combine, "APPLY": op.apply, "CHUNKS": 13, "SPAN": 1, **tail},
                 8,
             )
             reduce = compile_kernel(
                 rw.row_split_reduce_kernel,
-                {"a_ptr": "*bf16", "b_ptr": "*bf16", "stats_ptr": "*fp32"},
-                {**lanes, "ACCUMULATE": op.accumulate, "COMBINE": op.combine, "CHUNKS": 13, "SPAN": 2},
+                {**ab, "stats_ptr": "*fp32"},
+                {**lanes, "ACCUMULATE": op.accumulate, "COMBINE": op.combine, "CHUNKS": 13, "SPAN": 2, **tail},
                 8,
             )
             one = compile_kernel(
                 rw.row_split_one_launch_kernel,
                 {**ab_out, "stats_ptr": "*fp32", "sync_ptr": "*i32"},
-                {**c, "ACCUMULATE": op.accumulate, "COMBINE": op.combine, "APPLY": op.apply, "CHUNKS": 13},
+                {**c, "ACCUMULATE": op.accumulate, "COMBINE": op.combine, "APPLY": op.apply, "CHUNKS": 13, **tail},
                 8,
             )
             block = compile_kernel(
-                rw.row_block_kernel, ab_out, {**c, "BLOCK": 65536, "ROWS": 1, "ROW_FN": op.row, "APPLY": op.apply}, 16
+                rw.row_block_kernel,
+                ab_out,
+                {
+                    **c,
+                    "BLOCK": 65536,
+                    "ROWS": 1,
+                    "ROW_FN": op.row,
+                    "APPLY": op.apply,
+                    "ACCUMULATE": op.accumulate,
+                    **tail,
+                },
+                16,
             )
             reports = (("looped", looped), ("split-apply", apply), ("split-reduce", reduce), ("one-launch", one),
                        ("block", block))  # fmt: skip
             for plan, report in reports:
                 print(json.dumps({"op": name, "width": width, "align": align, "plan": plan, **report}), flush=True)
+
+    extended()
+
+
+def extended() -> None:
+    """RMSNorm (forward, backward) and the row sum: the row base's extended form (c, w,
+    out2, rstat) at model widths with aligned rows, whole-row and looped plans."""
+    from kernels.rmsnorm import BACKWARD as RMS_BWD
+    from kernels.rmsnorm import FORWARD as RMS_FWD
+    from kernels.rowsum import FORWARD as ROW_SUM
+
+    ptrs = {"a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16", "w_ptr": "*bf16", "out_ptr": "*bf16",
+            "out2_ptr": "*bf16", "rstat_ptr": "*fp32"}  # fmt: skip
+    ops = (("rms_fwd", RMS_FWD, rw.EXT_ON | rw.EXT_C | rw.EXT_W | rw.EXT_OUT2, False),
+           ("rms_bwd", RMS_BWD, rw.EXT_ON | rw.EXT_C | rw.EXT_W | rw.EXT_RSTAT, True),
+           ("row_sum", ROW_SUM, rw.EXT_ON | rw.EXT_RSTAT | rw.EXT_NOOUT, False))  # fmt: skip
+    for width in (4096, 5120):
+        for name, op, ext, has_b in ops:
+            c = {"WIDTH": width, "VEC": 8, "ALIGN": rw.ALIGN_ROWS, "ACC": tl.float32,
+                 "A_CAST": tl.float32 if has_b else tl.bfloat16, "A_FILL": 0.0, "HAS_B": has_b,
+                 "EXT": ext, "FINISH": op.finish, "M_INIT": op.m_init, "ARG": 1e-6}  # fmt: skip
+            looped = compile_kernel(
+                rw.row_looped_kernel,
+                ptrs,
+                {**c, "BLOCK": 4096, "LANES": 8 * 32 * 8, "ACCUMULATE": op.accumulate, "COMBINE": op.combine,
+                 "APPLY": op.apply, "STAGES": 1, "EVICT": True},
+                8,
+            )  # fmt: skip
+            block = compile_kernel(
+                rw.row_block_kernel,
+                ptrs,
+                {**c, "BLOCK": 8192, "ROWS": 1, "ROW_FN": op.row, "APPLY": op.apply, "ACCUMULATE": op.accumulate},
+                8,
+            )
+            for plan, report in (("looped", looped), ("block", block)):
+                print(json.dumps({"op": name, "width": width, "align": 1, "plan": plan, **report}), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,451 @@
+"""Residual RMSNorm: its arithmetic on the shared row base, autograd, ops and functional.
+
+``h = x + residual`` (in fp32 registers), ``y = h * rsqrt(mean(h^2) + eps) * weight``; the
+updated residual ``h`` is written beside ``y`` by the same launch.  Without a residual it
+is plain RMSNorm (``h = x``, nothing written but ``y``); without a weight, ``weight = 1``.
+
+Memory traffic (the model a page divides by): the forward reads ``x`` and the residual and
+writes ``y`` and ``h`` (4 passes over ``[rows, width]``; 2 without a residual), plus one
+read of the weight, which every row shares and L2 serves after the first rows.  The
+backward recomputes the inverse RMS from ``h`` instead of storing it: it reads ``h``,
+``dy`` (and ``dh``, the gradient reaching the updated residual) and writes ``dx``, which is
+also the residual's gradient (one tensor, not two).  It stores the recomputed inverse RMS,
+4 bytes a row, for the weight gradient, a column reduction that reads ``dy`` and ``h`` once
+more and sums ``dy * h * rstd`` down the rows in fp32 partials and a fixed order: no atomics,
+the same bits on every run.  The ``looped`` and ``split`` plans read their row inputs a
+second time, ideally from L2, as for softmax.
+
+Reading order: the arithmetic (jit functions the generic row kernels of
+:mod:`kernels._rowwise` call, in the base's extended form: a = x or h, b = dy, c = the
+residual or its gradient, w = the weight), the eager path, autograd, the ``torch.library``
+ops that ``torch.compile`` traces, argument checks and the public functional.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels._launch import INTERPRETER
+from kernels._rowwise import FLOAT_DTYPES, RowCall, RowExtras, RowOp, column_sum, row_layout, run_rows
+from kernels.plans import PLAN_KINDS, RMSNORM_BACKWARD_POLICY, RMSNORM_POLICY, RowPlan
+
+# =============================================================================== arithmetic
+# Tiles are [R, B]; statistics [R] (m, s).  Forward: s = sum(h^2), finished into the inverse
+# RMS r.  Backward: m = sum(h^2) and s = sum(dy * w * h), finished into r and
+# r^3 * s / width, so that dx = r * dy * w - h * r^3 * s / width (+ dh).
+
+
+@triton.jit
+def _rsqrt(v):
+    # fp32: the correctly rounded square root and a division (rsqrt.approx is 2^-22 off; the
+    # few instructions more are nothing next to a row's loads).  fp64 likewise.
+    return 1.0 / tl.sqrt_rn(v) if v.dtype == tl.float32 else 1.0 / tl.sqrt(v)
+
+
+@triton.jit
+def _fwd_accumulate(m, s, a, b, c, w):
+    h = a + c
+    return m, s + tl.sum(h * h, axis=1)
+
+
+@triton.jit
+def _sum_both(m, s, m_parts, s_parts):
+    return m + tl.sum(m_parts, axis=1), s + tl.sum(s_parts, axis=1)  # chunk order: the same bits every run
+
+
+@triton.jit
+def _fwd_finish(m, s, WIDTH: tl.constexpr, EPS: tl.constexpr):
+    r = _rsqrt(s / WIDTH + EPS)
+    return r, r
+
+
+@triton.jit
+def _fwd_apply(a, b, c, w, m, s):
+    h = a + c
+    return h * m[:, None] * w, h
+
+
+@triton.jit
+def _bwd_accumulate(m, s, a, b, c, w):
+    return m + tl.sum(a * a, axis=1), s + tl.sum(b * w * a, axis=1)
+
+
+@triton.jit
+def _bwd_finish(m, s, WIDTH: tl.constexpr, EPS: tl.constexpr):
+    r = _rsqrt(m / WIDTH + EPS)
+    return r, r * r * r * s / WIDTH
+
+
+@triton.jit
+def _bwd_apply(a, b, c, w, m, s):
+    dx = m[:, None] * b * w - a * s[:, None] + c
+    return dx, dx
+
+
+FORWARD = RowOp("rms_norm", None, _fwd_accumulate, _sum_both, _fwd_apply, a_fill=0.0, has_b=False,
+                finish=_fwd_finish, m_init=0.0)  # fmt: skip
+BACKWARD = RowOp("rms_norm_backward", None, _bwd_accumulate, _sum_both, _bwd_apply, a_fill=0.0, has_b=True,
+                 finish=_bwd_finish, m_init=0.0)  # fmt: skip
+
+# =============================================================================== plans
+
+POLICY = RMSNORM_POLICY  # thresholds: kernels/plans.py
+BACKWARD_POLICY = RMSNORM_BACKWARD_POLICY
+
+_FORWARD_CALL = RowCall(FORWARD, POLICY)
+_BACKWARD_CALL = RowCall(BACKWARD, BACKWARD_POLICY)
+
+
+def plan_for(x2d: torch.Tensor, y2d: torch.Tensor, force: str | None = None) -> tuple[RowPlan, int, int]:
+    """(plan, vec, align) the eager path launches for the forward over these ``[rows, width]`` tensors."""
+    return _FORWARD_CALL.plan(x2d, None, y2d, force)  # type: ignore[arg-type]
+
+
+# =============================================================================== eager path
+
+
+def forward_rows(
+    x2d: torch.Tensor,
+    y2d: torch.Tensor,
+    weight: torch.Tensor | None,
+    eps: float,
+    residual2d: torch.Tensor | None = None,
+    h2d: torch.Tensor | None = None,
+    plan: RowPlan | str | None = None,
+) -> RowPlan | None:
+    """Write RMSNorm of ``x2d (+ residual2d)`` into ``y2d`` and, with a residual, the sum
+    into ``h2d``.  Row tensors are ``[rows, width]`` with a contiguous last dimension, the
+    weight ``[width]`` contiguous.  ``plan``: a kind to force, a whole :class:`RowPlan` (the
+    studies time every plan through this), or ``None``.  Returns the plan used."""
+    if (residual2d is None) != (h2d is None):
+        raise ValueError("rms_norm: residual and the updated residual's output come together")
+    extras = RowExtras(c=residual2d, w=weight, out2=h2d, arg=float(eps))
+    if isinstance(plan, RowPlan):
+        vec, align = row_layout(tuple(t for t in (x2d, y2d, residual2d, h2d) if t is not None))
+        run_rows(FORWARD, plan, x2d, None, y2d, align, vec, extras)
+        return plan
+    return _FORWARD_CALL(x2d, None, y2d, plan, extras)  # type: ignore[arg-type]
+
+
+def backward_rows(
+    h2d: torch.Tensor,
+    dy2d: torch.Tensor,
+    dx2d: torch.Tensor,
+    weight: torch.Tensor | None,
+    eps: float,
+    dh2d: torch.Tensor | None = None,
+    rstd: torch.Tensor | None = None,
+    plan: RowPlan | str | None = None,
+) -> RowPlan | None:
+    """Write the input gradient into ``dx2d`` from ``h2d`` (the normalized input), ``dy2d``
+    and, with a residual, ``dh2d`` (the gradient reaching the updated residual, added
+    through).  ``rstd`` (``[rows]`` fp32), if given, receives each row's recomputed inverse
+    RMS (the weight gradient's row scale)."""
+    extras = RowExtras(c=dh2d, w=weight, rstat=rstd, arg=float(eps))
+    if isinstance(plan, RowPlan):
+        vec, align = row_layout(tuple(t for t in (h2d, dy2d, dx2d, dh2d) if t is not None))
+        run_rows(BACKWARD, plan, h2d, dy2d, dx2d, align, vec, extras)
+        return plan
+    return _BACKWARD_CALL(h2d, dy2d, dx2d, plan, extras)  # type: ignore[arg-type]
+
+
+def _rows(t: torch.Tensor, width: int) -> torch.Tensor:
+    """``[rows, width]`` over the trailing dimensions, a view where the strides allow (the
+    normalized dimensions contiguous as one block), else one copy."""
+    rows = t.numel() // width if width else math.prod(t.shape[: t.dim() - 1])
+    t2 = t.reshape(rows, width)
+    return t2 if width <= 1 or t2.stride(1) == 1 else t2.contiguous()
+
+
+def _flat(weight: torch.Tensor | None, width: int) -> torch.Tensor | None:
+    # The weight as the [width] contiguous vector the kernels index by column.
+    if weight is None:
+        return None
+    w = weight.reshape(width)
+    return w if width <= 1 or w.stride(0) == 1 else w.contiguous()
+
+
+def _forward(
+    x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor | None, eps: float, width: int,
+    plan: str | None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:  # fmt: skip
+    # New contiguous outputs: y, and h with a residual.
+    y = torch.empty(x.shape, device=x.device, dtype=x.dtype)
+    h = None if residual is None else torch.empty(x.shape, device=x.device, dtype=x.dtype)
+    x2d = _rows(x, width)
+    forward_rows(
+        x2d, y.view(x2d.shape), _flat(weight, width), eps,
+        None if residual is None else _rows(residual, width), None if h is None else h.view(x2d.shape), plan,
+    )  # fmt: skip
+    return y, h
+
+
+def _backward(
+    h: torch.Tensor, dy: torch.Tensor, dh: torch.Tensor | None, weight: torch.Tensor | None, eps: float, width: int,
+    plan: str | None, want_dw: bool,
+) -> tuple[torch.Tensor, torch.Tensor | None]:  # fmt: skip
+    """(dx, dw): dx also the residual's gradient; dw ``None`` unless ``want_dw``."""
+    if dy.dtype != h.dtype:
+        dy = dy.to(h.dtype)
+    if dh is not None and dh.dtype != h.dtype:
+        dh = dh.to(h.dtype)
+    dx = torch.empty(h.shape, device=h.device, dtype=h.dtype)
+    h2d = _rows(h, width)
+    dy2d = _rows(dy, width)  # an expanded gradient (of y.sum()) is copied here
+    rstd_dtype = torch.float64 if h.dtype == torch.float64 else torch.float32
+    rstd = torch.empty(h2d.shape[0], device=h.device, dtype=rstd_dtype) if want_dw else None
+    backward_rows(
+        h2d, dy2d, dx.view(h2d.shape), _flat(weight, width), eps, None if dh is None else _rows(dh, width), rstd, plan
+    )
+    dw = None
+    if want_dw:
+        assert weight is not None and rstd is not None
+        if h2d.shape[0] == 0:
+            dw = torch.zeros(width, device=h.device, dtype=weight.dtype)
+        else:
+            dw = column_sum(dy2d, y=h2d, row_scale=rstd, out_dtype=weight.dtype)
+    return dx, dw
+
+
+class _RMSNormFunction(torch.autograd.Function):
+    """The eager autograd path: launches directly, without the op dispatcher's cost.  Saves
+    ``h`` (the updated residual, or ``x`` itself without one: no copy) and the weight."""
+
+    @staticmethod
+    def forward(ctx, x, residual, weight, eps, width, plan):  # type: ignore[no-untyped-def,override]
+        y, h = _forward(x, residual, weight, eps, width, plan)
+        ctx.save_for_backward(x if h is None else h, weight)
+        ctx.eps, ctx.width, ctx.plan, ctx.has_residual = eps, width, plan, residual is not None
+        if h is None:
+            return y
+        return y, h
+
+    @staticmethod
+    def backward(ctx, dy, dh=None):  # type: ignore[no-untyped-def,override]
+        h, weight = ctx.saved_tensors
+        if dy is None:
+            dy = torch.zeros_like(h)
+        want_dw = weight is not None and ctx.needs_input_grad[2]
+        dx, dw = _backward(h, dy, dh if ctx.has_residual else None, weight, ctx.eps, ctx.width, ctx.plan, want_dw)
+        dw = None if dw is None else dw.view(weight.shape)
+        return dx, (dx if ctx.has_residual and ctx.needs_input_grad[1] else None), dw, None, None, None
+
+
+# =============================================================================== registered ops
+# What torch.compile, torch.export, FakeTensor and functorch see: opaque ops with fake
+# implementations and autograd.  Two forward ops: a custom op may not return an alias of its
+# input, and without a residual the "updated residual" would be x itself.
+
+
+@torch.library.custom_op("labnotes::rms_norm", mutates_args=())
+def _rms_norm_op(
+    x: torch.Tensor, weight: torch.Tensor | None, eps: float, width: int, plan: str | None
+) -> torch.Tensor:
+    return _forward(x, None, weight, eps, width, plan)[0]
+
+
+@_rms_norm_op.register_fake
+def _(x: torch.Tensor, weight: torch.Tensor | None, eps: float, width: int, plan: str | None) -> torch.Tensor:
+    return torch.empty(x.shape, device=x.device, dtype=x.dtype)
+
+
+@torch.library.custom_op("labnotes::rms_norm_residual", mutates_args=())
+def _rms_norm_residual_op(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, eps: float, width: int, plan: str | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    y, h = _forward(x, residual, weight, eps, width, plan)
+    assert h is not None
+    return y, h
+
+
+@_rms_norm_residual_op.register_fake
+def _(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, eps: float, width: int, plan: str | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.empty(x.shape, device=x.device, dtype=x.dtype), torch.empty(x.shape, device=x.device, dtype=x.dtype)
+
+
+@torch.library.custom_op("labnotes::rms_norm_backward", mutates_args=())
+def _rms_norm_backward_op(
+    h: torch.Tensor, dy: torch.Tensor, dh: torch.Tensor | None, weight: torch.Tensor | None, eps: float, width: int,
+    plan: str | None, want_dw: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """(dx, dw); dw is empty (shape [0]) unless ``want_dw``."""
+    dx, dw = _backward(h, dy, dh, weight, eps, width, plan, want_dw)
+    return dx, (dw if dw is not None else h.new_empty(0))
+
+
+@_rms_norm_backward_op.register_fake
+def _(
+    h: torch.Tensor, dy: torch.Tensor, dh: torch.Tensor | None, weight: torch.Tensor | None, eps: float, width: int,
+    plan: str | None, want_dw: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    dx = torch.empty(h.shape, device=h.device, dtype=h.dtype)
+    if want_dw and weight is not None:
+        return dx, torch.empty(width, device=h.device, dtype=weight.dtype)
+    return dx, h.new_empty(0)
+
+
+def _op_grads(ctx, h: torch.Tensor, dy: torch.Tensor, dh: torch.Tensor | None):  # type: ignore[no-untyped-def]
+    weight = ctx.saved_tensors[1]
+    want_dw = weight is not None and ctx.needs_input_grad[-4]  # weight: fourth from the end in both ops
+    dx, dw = _rms_norm_backward_op(h, dy, dh, weight, ctx.eps, ctx.width, ctx.plan, want_dw)
+    return dx, (dw.view(weight.shape) if want_dw else None)
+
+
+def _setup_plain(ctx, inputs, output) -> None:  # type: ignore[no-untyped-def]
+    x, weight, eps, width, plan = inputs
+    ctx.eps, ctx.width, ctx.plan, ctx.has_residual = eps, width, plan, False
+    ctx.save_for_backward(x, weight)
+
+
+def _backward_plain(ctx, dy: torch.Tensor):  # type: ignore[no-untyped-def]
+    dx, dw = _op_grads(ctx, ctx.saved_tensors[0], dy, None)
+    return dx, dw, None, None, None
+
+
+def _setup_residual(ctx, inputs, output) -> None:  # type: ignore[no-untyped-def]
+    _x, _residual, weight, eps, width, plan = inputs
+    ctx.eps, ctx.width, ctx.plan, ctx.has_residual = eps, width, plan, True
+    ctx.save_for_backward(output[1], weight)
+
+
+def _backward_residual(ctx, dy: torch.Tensor, dh: torch.Tensor):  # type: ignore[no-untyped-def]
+    h = ctx.saved_tensors[0]
+    dx, dw = _op_grads(ctx, h, torch.zeros_like(h) if dy is None else dy, dh)
+    return dx, dx, dw, None, None, None
+
+
+_rms_norm_op.register_autograd(_backward_plain, setup_context=_setup_plain)
+_rms_norm_residual_op.register_autograd(_backward_residual, setup_context=_setup_residual)
+
+# =============================================================================== functional
+
+_ACCEPTED = frozenset(FLOAT_DTYPES)
+_is_compiling = torch.compiler.is_compiling
+_functorch_active = torch._C._are_functorch_transforms_active
+
+
+def _plain(x: torch.Tensor) -> bool:
+    """True when the eager launch path applies: a plain tensor, no tracer, no functorch."""
+    return type(x) is torch.Tensor and not x.is_meta and not _is_compiling() and not _functorch_active()
+
+
+def check_args(
+    x: torch.Tensor,
+    normalized_shape: Sequence[int],
+    weight: torch.Tensor | None,
+    eps: float | None,
+    residual: torch.Tensor | None,
+    plan: str | None,
+) -> tuple[float, int]:
+    """Validate :func:`rms_norm`'s arguments; returns (eps, width)."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"rms_norm: x must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype not in _ACCEPTED:
+        raise TypeError(f"rms_norm: x has dtype {x.dtype}; expected float16, bfloat16, float32 or float64")
+    if not (x.is_cuda or x.is_meta or (INTERPRETER and x.is_cpu)):
+        raise ValueError(
+            f"rms_norm: x is on device '{x.device}'; expected a CUDA tensor "
+            "(CPU tensors run only under TRITON_INTERPRET=1)"
+        )
+    if plan is not None and plan not in PLAN_KINDS:
+        raise ValueError(f"rms_norm: plan must be 'block', 'looped', 'split' or None, got {plan!r}")
+    shape = tuple(normalized_shape)
+    if not all(isinstance(n, int) and n >= 0 for n in shape):
+        raise TypeError(f"rms_norm: normalized_shape must be a sequence of non-negative ints, got {normalized_shape!r}")
+    if len(shape) > x.dim() or tuple(x.shape[x.dim() - len(shape) :]) != shape:
+        raise ValueError(
+            f"rms_norm: normalized_shape {list(shape)} must match the trailing dimensions of x, shape {list(x.shape)}"
+        )
+    for name, t in (("weight", weight), ("residual", residual)):
+        if t is None:
+            continue
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"rms_norm: {name} must be a torch.Tensor or None, got {type(t).__name__}")
+        if t.device != x.device:
+            raise ValueError(f"rms_norm: {name} is on {t.device} but x is on {x.device}")
+        if t.dtype not in _ACCEPTED:
+            raise TypeError(f"rms_norm: {name} has dtype {t.dtype}; expected float16, bfloat16, float32 or float64")
+    if weight is not None and tuple(weight.shape) != shape:
+        raise ValueError(f"rms_norm: weight has shape {list(weight.shape)}; expected normalized_shape {list(shape)}")
+    if residual is not None:
+        if residual.shape != x.shape:
+            raise ValueError(f"rms_norm: residual has shape {list(residual.shape)}; expected x's {list(x.shape)}")
+        if residual.dtype != x.dtype:
+            raise TypeError(f"rms_norm: residual has dtype {residual.dtype}; expected x's {x.dtype}")
+    if eps is None:  # torch: the epsilon of the type it computes in (float32 for 16-bit inputs)
+        eps = torch.finfo(torch.float64 if x.dtype == torch.float64 else torch.float32).eps
+    elif not isinstance(eps, (int, float)) or isinstance(eps, bool):
+        raise TypeError(f"rms_norm: eps must be a real number or None, got {eps!r}")
+    return float(eps), math.prod(shape)
+
+
+def rms_norm(
+    x: torch.Tensor,
+    normalized_shape: Sequence[int] | int | torch.Tensor,
+    weight: torch.Tensor | float | None = None,
+    eps: float | None = None,
+    *,
+    residual: torch.Tensor | None = None,
+    plan: str | None = None,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """``torch.nn.functional.rms_norm(x, normalized_shape, weight, eps)``, with an optional
+    residual added first; differentiable and compilable.
+
+    Args:
+        x: ``[..., *normalized_shape]`` on a CUDA GPU (any of them: the kernels run on
+            ``x``'s device), or on the CPU under ``TRITON_INTERPRET=1``; float16, bfloat16,
+            float32 or float64; any number of rows, 0 included.
+        normalized_shape: the trailing dimensions normalized together (an int for one).  A
+            tensor here is taken as the weight (``rms_norm(x, weight, eps)``, the form of
+            the project's design notes); the next positional argument is then ``eps``.
+        weight: ``normalized_shape``, any accepted float dtype, on ``x``'s device; ``None``
+            for no scaling.  Its gradient is reduced over rows deterministically.
+        eps: added to the mean square; ``None`` gives what ``F.rms_norm`` uses: the epsilon
+            of the type it computes in, ``torch.finfo(torch.float32).eps`` for float16,
+            bfloat16 and float32 inputs (not the 16-bit types' own, whatever its docstring
+            says; checked against torch 2.13) and float64's for float64.
+        residual: ``x``'s shape and dtype.  Given, ``h = x + residual`` (summed in fp32) is
+            normalized and returned as the updated residual, in the same launch.
+        plan: ``None`` lets the planner choose; ``"block"``, ``"looped"`` or ``"split"``
+            forces one (as for softmax).
+
+    Returns: ``y`` (``x``'s shape and dtype, new and contiguous), or with a residual the
+    pair ``(y, h)``.  Statistics are accumulated in float32 (float64 for float64).  A row
+    holding NaN is NaN; a row holding +-inf is NaN at the infinities and 0 elsewhere (what
+    ``F.rms_norm`` gives).  The gradient of ``x`` and of the residual is one tensor.
+
+    Raises:
+        TypeError: ``x``, ``weight`` or ``residual`` is not a tensor or has an unsupported
+            dtype (the residual must have ``x``'s); ``normalized_shape`` is not ints;
+            ``eps`` is not a real number (any real one is accepted, negative included, as
+            torch accepts it).
+        ValueError: shapes that do not match, a tensor on another device, an unknown
+            ``plan``, ``x`` on the CPU outside the interpreter.
+    """
+    if isinstance(normalized_shape, torch.Tensor):  # rms_norm(x, weight, eps)
+        if weight is not None and eps is not None:
+            raise TypeError("rms_norm: with a weight in place of normalized_shape, pass at most eps after it")
+        normalized_shape, weight, eps = tuple(normalized_shape.shape), normalized_shape, weight  # type: ignore[assignment]
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    eps_value, width = check_args(x, normalized_shape, weight, eps, residual, plan)  # type: ignore[arg-type]
+    if _plain(x):
+        grad = torch.is_grad_enabled() and (
+            x.requires_grad
+            or (weight is not None and weight.requires_grad)
+            or (residual is not None and residual.requires_grad)
+        )
+        if grad:
+            return _RMSNormFunction.apply(x, residual, weight, eps_value, width, plan)
+        y, h = _forward(x, residual, weight, eps_value, width, plan)
+        return y if h is None else (y, h)
+    if residual is None:
+        return _rms_norm_op(x, weight, eps_value, width, plan)
+    return _rms_norm_residual_op(x, residual, weight, eps_value, width, plan)
