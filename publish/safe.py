@@ -83,4 +83,3 @@ def plotly_safe(figure: Any, key: str = "") -> Any:
     if isinstance(figure, str) and key not in _PLOTLY_TEMPLATES:
         return plain_label(figure)
     return figure
-
