@@ -211,14 +211,7 @@ SOFTMAX_BACKWARD_POLICY = RowPolicy(max_block_bytes=64 * 1024, chunk=16384)
 # statistic), until the row-plan grid is run for RMSNorm and fitted on its own (issue 8).
 # The forward holds x and the residual, so whole rows stay in registers up to 32 KB of x;
 # the backward holds h, dy and the residual's gradient, and keeps whole rows to 32 KB too.
-RMSNORM_POLICY = RowPolicy(
-    max_block_bytes=32 * 1024,
-    chunk=8192,
-    wide_chunk=32768,
-    split_chunk=2048,
-    narrow_split_chunk=2048,
-    split_rows_per_sm=1.0,
-)
+RMSNORM_POLICY = SOFTMAX_POLICY
 RMSNORM_BACKWARD_POLICY = RowPolicy(max_block_bytes=32 * 1024, chunk=8192)
 # Row sum: one read, no second pass, so rows stay whole up to 32 KB and wider ones loop in
 # 8192-element blocks (a single pass keeps the looped plan at the minimum traffic).
