@@ -5,7 +5,7 @@
 #
 #   bash bench/gpu_session.sh tests,sweep-quick,grid COMMIT DIRTY(0|1)
 #
-# Stages: tests (pytest -m gpu), sweep / sweep-quick (softmax study), grid / grid-quick (row-plan
+# Stages: tests (pytest -m gpu), probe (notes/probe_resident.py), sweep / sweep-quick (softmax study), grid / grid-quick (row-plan
 # grid), dispatch / dispatch-quick.  Wheels: Liger-Kernel in .whl/; QuACK's halves in .quack1/
 # (copied to /tmp/quack, which lives as long as the machine) and .quack2/ (reassembled and
 # installed; ../shared/device/quack-prepare.sh explains).  Where the working tree plus .quack1
@@ -38,14 +38,15 @@ IFS=, read -ra list <<< "$stages"
 for s in "${list[@]}"; do
   echo "=== $s $(date -u +%T)"; nvidia-smi --query-gpu=index,name --format=csv,noheader | tr '\n' ';'; echo
   case $s in
-    tests) timeout 180 python3 -m pytest -m gpu -q -x --no-header -p no:cacheprovider ${LAB_TESTS_K:+-k "$LAB_TESTS_K"} \
-             tests/test_softmax_gpu.py 2>&1 | tee "$out/gpu-tests.log" | tail -25 ;;
+    tests) timeout ${LAB_TESTS_S:-240} python3 -m pytest -m gpu -q --no-header -p no:cacheprovider ${LAB_TESTS_K:+-k "$LAB_TESTS_K"} \
+             tests/test_softmax_gpu.py tests/test_rmsnorm_gpu.py 2>&1 | tee "$out/gpu-tests.log" | tail -25 ;;
     sweep-quick) bench 120 softmax --quick ;;
     sweep) bench 330 softmax ;;
     grid-quick) bench 120 rowgrid --quick ;;
     grid) bench ${LAB_GRID_S:-280} rowgrid ;;
     dispatch-quick) bench 90 dispatch --quick ;;
     dispatch) bench 110 dispatch ;;
+    probe) timeout ${LAB_PROBE_S:-200} python3 notes/probe_resident.py 2>&1 | tee "$out/probe-resident.log" | tail -80 ;;
   esac
 done
 (cd "$out" && tar czf runs.tar.gz runs bench.log 2>/dev/null; rm -rf runs)
