@@ -31,6 +31,8 @@ REGISTRY: tuple[StudyEntry, ...] = (
     StudyEntry("softmax"),
     StudyEntry("rowgrid"),
     StudyEntry("dispatch", checked=False),
+    StudyEntry("rmsnorm"),
+    StudyEntry("rowsum_add"),  # an add of n elements is a case of 1 x n
 )
 
 

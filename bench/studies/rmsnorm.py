@@ -14,8 +14,9 @@ forward+backward adds a read of ``h``, ``dy`` and ``dh`` and a write of ``dx`` (
 all) plus the weight and its gradient.  The weight gradient's second read of ``dy`` and
 ``h`` is our implementation's cost, not the problem's: it is not counted.
 
-Not yet in the registry (contract/studies.py): a registered study needs its page spec and
-template, which land with its first runs.
+Registered (contract/studies.py); its page is ``publish/pages/rmsnorm.py`` with
+``templates/rmsnorm.md.j2``.  The row-wise scaffolding it shares with softmax (dtypes,
+plans, our variants, the case loop, peers' versions) is :mod:`bench.studies._rows`.
 """
 
 from __future__ import annotations
@@ -29,11 +30,18 @@ import torch.nn.functional as F
 
 import kernels
 from bench.studies import Params, Refused, Step, Tensors, Variant
-from kernels._rowwise import ALIGN_ROWS, ALIGN_WINDOW
-from kernels.plans import VECTOR_BYTES, RowPlan, plan_rows
+from bench.studies._rows import (
+    DTYPES,
+    TOLERANCE,
+    element_size,
+    ours,
+    package_meta,
+    require_16_byte_rows,
+    row_case_id,
+    row_cases,
+)
 from kernels.rmsnorm import BACKWARD_POLICY, POLICY
 
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 EPS = 1e-6
 # Launch-bound (32 x 127) through DRAM-bound (16384 x 4096), model hidden sizes nobody
 # tuned for (5120, 7168, 14336 and an odd 4097), and few wide rows (looped and split plans).
@@ -52,7 +60,6 @@ SHAPES = [
 ]
 OTHER_DTYPE_SHAPES = [(1024, 1024), (16384, 4096), (64, 131072)]
 QUICK_SHAPES = [(32, 127), (16384, 4096), (8192, 7168), (64, 131072)]
-TOLERANCE = {"fp32": 1e-5, "fp16": 2e-3, "bf16": 1e-2}  # relative L2 error against float64
 
 
 def _apply(fn, case: Params) -> Step:  # type: ignore[no-untyped-def]
@@ -70,30 +77,14 @@ def _apply(fn, case: Params) -> Step:  # type: ignore[no-untyped-def]
     return step
 
 
-def _sms() -> int:
-    return torch.cuda.get_device_properties(0).multi_processor_count if torch.cuda.is_available() else 132
+def _build(plan: str | None):  # type: ignore[no-untyped-def]
+    """Our variant's build, with ``plan`` forced (None: the planner's choice)."""
 
-
-def _plan(case: Params, policy, force: str | None) -> RowPlan:  # type: ignore[no-untyped-def]
-    size = torch.empty((), dtype=DTYPES[case["dtype"]]).element_size()
-    vec = VECTOR_BYTES // size
-    align = ALIGN_ROWS if case["cols"] % vec == 0 or case["rows"] == 1 else ALIGN_WINDOW
-    pad = vec - 1 if align == ALIGN_WINDOW else 0
-    return plan_rows(case["rows"], case["cols"], size, _sms(), policy, force, pad)  # type: ignore[arg-type]
-
-
-def _ours(plan: str | None):  # type: ignore[no-untyped-def]
     def build(case: Params) -> Step:
         cols = case["cols"]
         return _apply(lambda x, r, w: kernels.rms_norm(x, (cols,), w, EPS, residual=r, plan=plan), case)
 
-    def meta(case: Params) -> dict[str, Any]:
-        out: dict[str, Any] = _plan(case, POLICY, plan).describe()
-        if case["direction"] == "fwd+bwd":
-            out["backward"] = _plan(case, BACKWARD_POLICY, plan).describe()
-        return out
-
-    return build, meta
+    return build
 
 
 def _eager_composition(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -160,11 +151,7 @@ def _quack(case: Params) -> Step:
         from quack.rmsnorm import rmsnorm as quack_rmsnorm
     except ImportError as exc:
         raise Refused(f"quack-kernels is not installed ({exc})") from exc
-    size = torch.empty((), dtype=DTYPES[case["dtype"]]).element_size()
-    if (case["cols"] * size) % 16:
-        raise Refused(
-            f"QuACK needs rows of a multiple of 16 bytes; width {case['cols']} is {case['cols'] * size} bytes"
-        )
+    require_16_byte_rows(case)
     params = inspect.signature(quack_rmsnorm).parameters
     if "residual" not in params or "prenorm" not in params:
         raise Refused(f"this quack.rmsnorm.rmsnorm takes no residual (parameters: {', '.join(params)})")
@@ -176,41 +163,22 @@ def _quack(case: Params) -> Step:
     return _apply(fn, case)
 
 
-def _quack_meta(case: Params) -> dict[str, Any]:
-    try:
-        return {"version": metadata.version("quack-kernels"), "entry": "quack.rmsnorm.rmsnorm(prenorm=True)"}
-    except metadata.PackageNotFoundError:
-        return {}
-
-
 class RMSNormStudy:
     name = "rmsnorm"
     directions = ("fwd", "fwd+bwd")
 
     def cases(self, quick: bool) -> list[Params]:
-        out: list[Params] = []
-        for direction in self.directions:
-            for dtype in ("bf16",) if quick else ("bf16", "fp16", "fp32"):
-                shapes = QUICK_SHAPES if quick else SHAPES if dtype == "bf16" else OTHER_DTYPE_SHAPES
-                for rows, cols in shapes:
-                    out.append({"op": "rms_norm", "direction": direction, "dtype": dtype, "rows": rows, "cols": cols,
-                                "residual": True})  # fmt: skip
-        return out
+        return row_cases("rms_norm", self.directions, quick, SHAPES, OTHER_DTYPE_SHAPES, QUICK_SHAPES, residual=True)
 
     def case_id(self, case: Params) -> str:
-        return f"{case['direction']}/{case['dtype']}/{case['rows']}x{case['cols']}"
+        return row_case_id(case)
 
     def options(self, quick: bool) -> dict[str, Any]:
         return {"rounds": 12 if quick else 14}
 
     def variants(self, case: Params) -> list[Variant]:
-        build, meta = _ours(None)
-        out = [Variant("triton", "Triton (ours, planner's choice)", build, meta)]
-        if _plan(case, POLICY, None).kind != "block":
-            for plan in ("looped", "split"):
-                b, m = _ours(plan)
-                out.append(Variant(f"triton-{plan}", f"Triton, {plan} plan forced", b, m))
-        out += [
+        return [
+            *ours(case, _build, POLICY, BACKWARD_POLICY),
             Variant("torch", "F.rms_norm after the add", lambda c: _apply(_f_rms_norm, c)),
             Variant("eager", "unfused eager composition", lambda c: _apply(_eager_composition, c)),
             Variant(
@@ -220,9 +188,8 @@ class RMSNormStudy:
                 lambda c: {"mode": "default", "dynamic": False, "fullgraph": True},
             ),
             Variant("liger", "Liger-Kernel", _liger, _liger_meta),
-            Variant("quack", "QuACK", _quack, _quack_meta),
+            Variant("quack", "QuACK", _quack, package_meta("quack-kernels", "quack.rmsnorm.rmsnorm(prenorm=True)")),
         ]
-        return out
 
     def inputs(self, case: Params, device: torch.device, gen: torch.Generator) -> Tensors:
         shape = (case["rows"], case["cols"])
@@ -251,7 +218,7 @@ class RMSNormStudy:
 
     def traffic(self, case: Params) -> tuple[int, int]:
         elems = case["rows"] * case["cols"]
-        size = torch.empty((), dtype=DTYPES[case["dtype"]]).element_size()
+        size = element_size(case)
         weight = case["cols"] * size
         if case["direction"] == "fwd":
             return 4 * elems * size + weight, 6 * elems  # add, square, sum, scale, weight (+ the write of h)

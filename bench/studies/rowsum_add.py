@@ -7,12 +7,13 @@ L2 residency, not a faster kernel; the cold number says what the kernel does.
 
 Vector add: ``kernels.add`` at each block size (``kernels.vector_add.BLOCKS``) against
 ``torch.add`` and ``torch.compile``.  Row sum: ``kernels.row_sum`` (the planner's plan,
-and the looped and split plans forced on wide rows) against ``torch.sum(x, -1)`` and
-``torch.compile``.  Traffic: add reads two inputs and writes one (3 passes); row sum reads
-its input once and writes one value per row.
+and the looped and split plans forced where the planner does not take one block) against
+``torch.sum(x, -1)`` and ``torch.compile``.  Traffic: add reads two inputs and writes one
+(3 passes); row sum reads its input once and writes one value per row.
 
-Not yet in the registry (contract/studies.py): a registered study needs its page spec and
-template, which land with its first runs.
+Every case holds ``op`` ("add" or "row_sum") and ``rows`` and ``cols`` (an add of ``n``
+elements is ``1 x n``), the parameters its page reads (contract/studies.py); the page is
+``publish/pages/rowsum_add.py`` with ``templates/rowsum_add.md.j2``.
 """
 
 from __future__ import annotations
@@ -23,16 +24,21 @@ import torch
 
 import kernels
 from bench.studies import Params, Step, Tensors, Variant
+from bench.studies._rows import DTYPES, TOLERANCE, element_size, ours
+from kernels.plans import ROW_SUM_POLICY
 from kernels.vector_add import BLOCKS, DEFAULT_BLOCK
 
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 # Elements of each add input: launch-bound, L2-resident, DRAM-bound, and 4x the H200's L2.
 ADD_SIZES = [257, 65_537, 1_048_576, 4_194_305, 16_777_216, 67_108_864]
 # Row sum: (rows, width) from one short row to 64M elements, and wide rows for the looped plan.
 ROW_SHAPES = [(1, 257), (64, 4096), (4096, 4097), (4096, 4096), (16384, 4096), (16, 1048576), (16384, 1024)]
 QUICK_ADD = [257, 16_777_216]
 QUICK_ROWS = [(4096, 4096), (16, 1048576)]
-TOLERANCE = {"fp32": 1e-5, "fp16": 2e-3, "bf16": 1e-2}
+
+
+def _row_sum(plan: str | None):  # type: ignore[no-untyped-def]
+    """Our row sum's build, with ``plan`` forced (None: the planner's choice)."""
+    return lambda case: lambda t: (kernels.row_sum(t["x"], plan=plan),)
 
 
 def _compiled(fn):  # type: ignore[no-untyped-def]
@@ -73,16 +79,7 @@ class RowSumAddStudy:
             out.append(Variant("torch", "torch.add", lambda c: lambda t: (torch.add(t["a"], t["b"]),)))
             out.append(Variant("compile", "torch.compile(torch.add)", lambda c: self._compiled_add()))
             return out
-        out = [Variant("triton", "Triton (ours, planner's choice)", lambda c: lambda t: (kernels.row_sum(t["x"]),))]
-        if case["cols"] * torch.empty((), dtype=DTYPES[case["dtype"]]).element_size() > 32 * 1024:
-            for plan in ("looped", "split"):
-                out.append(
-                    Variant(
-                        f"triton-{plan}",
-                        f"Triton, {plan} plan forced",
-                        lambda c, p=plan: lambda t: (kernels.row_sum(t["x"], plan=p),),
-                    )
-                )
+        out = ours(case, _row_sum, ROW_SUM_POLICY)
         out.append(Variant("torch", "torch.sum(x, -1)", lambda c: lambda t: (torch.sum(t["x"], -1),)))
         out.append(Variant("compile", "torch.compile(torch.sum)", lambda c: self._compiled_sum()))
         return out
@@ -115,7 +112,7 @@ class RowSumAddStudy:
 
     def traffic(self, case: Params) -> tuple[int, int]:
         elems = case["rows"] * case["cols"]
-        size = torch.empty((), dtype=DTYPES[case["dtype"]]).element_size()
+        size = element_size(case)
         if case["op"] == "add":
             return 3 * elems * size, elems
         return (elems + case["rows"]) * size, elems

@@ -12,18 +12,19 @@ not from what any implementation moves.
 from __future__ import annotations
 
 import dataclasses
-from importlib import metadata
 from typing import Any
 
 import torch
 
 import kernels
 from bench.studies import Params, Refused, Step, Tensors, Variant
-from kernels._rowwise import ALIGN_ROWS, ALIGN_WINDOW, one_launch_split_ok
-from kernels.plans import VECTOR_BYTES, RowPlan, plan_rows
+from bench.studies._rows import DTYPES, TOLERANCE, ours, package_meta, require_16_byte_rows, row_case_id, row_cases
+from bench.studies._rows import plan as _plan
+from bench.studies._rows import sms as _sms
+from kernels._rowwise import one_launch_split_ok
+from kernels.plans import RowPlan
 from kernels.softmax import BACKWARD_POLICY, POLICY, backward_rows, forward_rows
 
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 # Row counts x widths: from launch-bound (32 x 127) through DRAM-bound (16384 x 4096,
 # 8192 x 32768) to few wide rows that need the looped and split plans.
 SHAPES = [
@@ -45,7 +46,6 @@ SHAPES = [
 # (latency-bound, DRAM-bound, few wide rows, a misaligned vocabulary) rather than all.
 OTHER_DTYPE_SHAPES = [(1024, 1024), (16384, 4096), (64, 131072), (1000, 50257)]
 QUICK_SHAPES = [(32, 127), (16384, 4096), (64, 131072), (1000, 50257)]
-TOLERANCE = {"fp32": 1e-5, "fp16": 2e-3, "bf16": 1e-2}  # relative L2 error against float64
 
 
 def _apply(fn, case: Params) -> Step:  # type: ignore[no-untyped-def]
@@ -62,30 +62,13 @@ def _apply(fn, case: Params) -> Step:  # type: ignore[no-untyped-def]
     return step
 
 
-def _pad(case: Params) -> int:
-    """The alignment window the planner sizes blocks for (contiguous rows of this width)."""
-    size = torch.empty((), dtype=DTYPES[case["dtype"]]).element_size()
-    vec = VECTOR_BYTES // size
-    align = ALIGN_ROWS if case["cols"] % vec == 0 or case["rows"] == 1 else ALIGN_WINDOW
-    return vec - 1 if align == ALIGN_WINDOW else 0
+def _build(plan: str | None):  # type: ignore[no-untyped-def]
+    """Our variant's build, with ``plan`` forced (None: the planner's choice)."""
 
-
-def _plan(case: Params, policy, force: str | None) -> RowPlan:  # type: ignore[no-untyped-def]
-    size = torch.empty((), dtype=DTYPES[case["dtype"]]).element_size()
-    return plan_rows(case["rows"], case["cols"], size, _sms(), policy, force, _pad(case))  # type: ignore[arg-type]
-
-
-def _ours(plan: str | None):  # type: ignore[no-untyped-def]
     def build(case: Params) -> Step:
         return _apply(lambda x: kernels.softmax(x, plan=plan), case)
 
-    def meta(case: Params) -> dict[str, Any]:
-        out: dict[str, Any] = _plan(case, POLICY, plan).describe()
-        if case["direction"] == "fwd+bwd":
-            out["backward"] = _plan(case, BACKWARD_POLICY, plan).describe()
-        return out
-
-    return build, meta
+    return build
 
 
 def _one_launch_plan(case: Params) -> RowPlan:
@@ -119,10 +102,6 @@ def _one_launch_split(case: Params) -> Step:
     return _apply(lambda x: _OneLaunchSplit.apply(x, plan), case)
 
 
-def _sms() -> int:
-    return torch.cuda.get_device_properties(0).multi_processor_count if torch.cuda.is_available() else 132
-
-
 def _eager_composition(x: torch.Tensor) -> torch.Tensor:
     xf = x.float()
     e = torch.exp(xf - xf.amax(dim=-1, keepdim=True))
@@ -150,27 +129,12 @@ def _quack(case: Params) -> Step:
         from quack.softmax import softmax as quack_softmax
     except ImportError as exc:
         raise Refused(f"quack-kernels is not installed ({exc})") from exc
-    size = torch.empty((), dtype=DTYPES[case["dtype"]]).element_size()
-    if (case["cols"] * size) % 16:
-        # quack-kernels 0.6.5 copies rows in 16-byte vectors and asserts the width allows it.
-        raise Refused(
-            f"QuACK needs rows of a multiple of 16 bytes; width {case['cols']} is {case['cols'] * size} bytes"
-        )
+    require_16_byte_rows(case)
     return _apply(quack_softmax, case)
 
 
-def _quack_meta(case: Params) -> dict[str, Any]:
-    try:
-        return {"version": metadata.version("quack-kernels"), "entry": "quack.softmax.softmax"}
-    except metadata.PackageNotFoundError:
-        return {}
-
-
-def _liger_meta(case: Params) -> dict[str, Any]:
-    try:
-        return {"version": metadata.version("liger-kernel"), "entry": "liger_kernel.ops.softmax.LigerSoftmaxFunction"}
-    except metadata.PackageNotFoundError:
-        return {}
+_quack_meta = package_meta("quack-kernels", "quack.softmax.softmax")
+_liger_meta = package_meta("liger-kernel", "liger_kernel.ops.softmax.LigerSoftmaxFunction")
 
 
 class SoftmaxStudy:
@@ -178,16 +142,10 @@ class SoftmaxStudy:
     directions = ("fwd", "fwd+bwd")
 
     def cases(self, quick: bool) -> list[Params]:
-        out: list[Params] = []
-        for direction in self.directions:
-            for dtype in ("bf16",) if quick else ("bf16", "fp16", "fp32"):
-                shapes = QUICK_SHAPES if quick else SHAPES if dtype == "bf16" else OTHER_DTYPE_SHAPES
-                for rows, cols in shapes:
-                    out.append({"op": "softmax", "direction": direction, "dtype": dtype, "rows": rows, "cols": cols})
-        return out
+        return row_cases("softmax", self.directions, quick, SHAPES, OTHER_DTYPE_SHAPES, QUICK_SHAPES)
 
     def case_id(self, case: Params) -> str:
-        return f"{case['direction']}/{case['dtype']}/{case['rows']}x{case['cols']}"
+        return row_case_id(case)
 
     def options(self, quick: bool) -> dict[str, Any]:
         # Eager samples double each case's time; 12 interleaved rounds of each keep a full
@@ -195,15 +153,10 @@ class SoftmaxStudy:
         return {"rounds": 12 if quick else 14}
 
     def variants(self, case: Params) -> list[Variant]:
-        build, meta = _ours(None)
-        out = [Variant("triton", "Triton (ours, planner's choice)", build, meta)]
-        if _plan(case, POLICY, None).kind != "block":
-            # Wide rows: time both multi-program plans, one of which repeats the planner's
-            # choice, so the page can show why it chose and how large the noise is; and the
-            # one-launch split the planner rejected, so its loss stays on the record.
-            for plan in ("looped", "split"):
-                b, m = _ours(plan)
-                out.append(Variant(f"triton-{plan}", f"Triton, {plan} plan forced", b, m))
+        # Wide rows: both multi-program plans forced beside the planner's choice (bench.studies._rows),
+        # and the one-launch split the planner rejected, so its loss stays on the record.
+        out = ours(case, _build, POLICY, BACKWARD_POLICY)
+        if _plan(case, POLICY).kind != "block":
             out.append(
                 Variant(
                     "triton-split-1launch",

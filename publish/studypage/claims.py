@@ -154,7 +154,9 @@ def eager_everywhere(view: StudyView, t: Target) -> Claim:
     accepted = [c for c in view.results.cases.values() if c.get(peer) is not None]
     directions = sorted({c.params["direction"] for c in accepted}, key=view.directions().index) or view.directions()
     head = sentence(
-        EAGER_HEAD + "ours no slower than {peer}'s eager call at every case {peer} accepts, {directions}.",
+        EAGER_HEAD
+        + "ours no slower than {peer}'s eager call at every case {peer} accepts"
+        + (", {directions}." if directions else "."),  # (no case in force: no direction to name)
         peer=label,
         directions=_directions(directions),
     )

@@ -44,21 +44,25 @@ ALL_TABLES = frozenset({SUMMARY, SPEED, EAGER, TIMES, EAGER_TIMES, LOSSES, EAGER
 @dataclass(frozen=True)
 class Case:
     """A case a spec names: a direction, a dtype and a shape (its L2 modes are chosen where
-    it is used)."""
+    it is used); ``op`` as well, for a study whose cases hold several operators."""
 
     direction: str
     dtype: str
     rows: int
     cols: int
+    op: str | None = None
 
     def find(self, results: StudyResults, l2: str) -> CaseResult | None:
-        return results.find(direction=self.direction, dtype=self.dtype, rows=self.rows, cols=self.cols, l2=l2)
+        which = {} if self.op is None else {"op": self.op}
+        return results.find(direction=self.direction, dtype=self.dtype, rows=self.rows, cols=self.cols, l2=l2, **which)
 
     def describe(self, found: CaseResult | None = None) -> str:
-        """ "4096×50257 bf16 forward": the shape as the data hold it when the case was found."""
+        """ "4096×50257 bf16 forward": the shape as the data hold it when the case was found
+        (preceded by the operator, "add 1×16777216 bf16 forward", where the case names one)."""
         shape = found.shape if found is not None else f"{self.rows}×{self.cols}"
         dtype = found.params["dtype"] if found is not None else self.dtype
-        return f"{shape} {dtype} {DIRECTION_WORDS.get(self.direction, self.direction)}"
+        op = "" if self.op is None else f"{found.params['op'] if found is not None else self.op} "
+        return f"{op}{shape} {dtype} {DIRECTION_WORDS.get(self.direction, self.direction)}"
 
 
 # ----------------------------------------------------------------------------- targets

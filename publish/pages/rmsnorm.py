@@ -1,0 +1,179 @@
+"""The residual RMSNorm case study: its page declared (peers, targets, tables, charts), and
+what only RMSNorm has: the row plans forced beside the planner's choice, and which Liger
+entry point the runs timed.  The generic machinery is :mod:`publish.studypage`; the prose is
+``templates/rmsnorm.md.j2``.  Peers and their labels come from the run files."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from publish.claims import Claim, sentence
+from publish.numbers import Num, definition
+from publish.results import CaseResult
+from publish.studypage.claims import eager_flips, pairwise, warm_exceeds_dram
+from publish.studypage.common import DEVICE_TIME, cases_evidence, l2_cell, time_or_why
+from publish.studypage.spec import (
+    DIRECTION_TITLES,
+    AtMost,
+    Bandwidth,
+    Case,
+    CopyShare,
+    CopyShareAt,
+    DeviceVsEager,
+    EagerEverywhere,
+    NoSlower,
+    Speedups,
+    SpeedupsAt,
+    StudyPage,
+    StudyView,
+    Target,
+    WarmCold,
+)
+from publish.tables import Column, Table, Text
+
+OURS = "triton"
+PEERS = ("torch", "eager", "compile", "liger", "quack")
+PLANS = ("triton", "triton-looped", "triton-split")  # the planner's choice, then each plan forced
+# Set, not measured: the targets (issue 8's performance list).
+COPY_TARGET = definition(90, "pct", "target: fraction of the copy bandwidth measured in the same run")
+WIDE_COLD_TARGET = definition(70, "pct", "target: fraction of the copy bandwidth, cold L2")
+QUACK_TARGET = definition(1.10, "x", "target: our time at most this multiple of QuACK's")
+# The shapes the targets name (issue 8).
+DRAM_BOUND = Case("fwd", "bf16", 16384, 4096)
+WIDE = Case("fwd", "bf16", 64, 131072)
+STEP = Case("fwd+bwd", "bf16", 16384, 4096)
+WHY_QUACK = (
+    "QuACK keeps a whole row on chip across a cluster of thread blocks and reads it from memory once; our looped "
+    "and split plans read a row this wide twice (the second time hoping to find it in L2)."
+)
+
+
+def explain(c: CaseResult, peer: str) -> str | None:
+    """Why ours lost a resolved device-time case, where we think we know."""
+    ours = c.get(OURS)
+    if ours is None:
+        return None
+    if peer == "quack" and ours.meta.get("plan") in ("looped", "split"):
+        return "one-read"
+    return None
+
+
+REASONS = {"one-read": ("one read per row", WHY_QUACK)}
+
+
+# ----------------------------------------------------------------------------- the row plans
+
+
+def plans_table(view: StudyView) -> Table | None:
+    """Every plan timed in the same run, wherever the runs forced the multi-program plans."""
+    present = [v for v in PLANS if any(v in c.variants for c in view.results.cases.values())]
+    cases = [c for c in view.results.cases.values() if "triton-looped" in c.variants]
+    if not cases:
+        return None
+    cols = [Column("case", "Case", numeric=False), Column("l2", "L2", numeric=False)]
+    cols += [Column(v, view.label(v), f"median µs, {DEVICE_TIME}") for v in present]
+    cols.append(Column("chosen", "Planner chose", numeric=False))
+    table = Table("rmsnorm-plans", f"Wide rows: every plan timed in the same run ({DEVICE_TIME})", cols)
+    for c in sorted(cases, key=lambda c: c.case_id):
+        title = DIRECTION_TITLES.get(c.params["direction"], c.params["direction"])
+        row: dict[str, Any] = {"case": f"{title}, {c.params['dtype']}, {c.shape}", "l2": l2_cell(c)}
+        for v in present:
+            row[v] = time_or_why(c, v)
+        chosen = c.get(OURS)
+        row["chosen"] = Text(str(chosen.meta.get("plan", "not recorded")) if chosen else "—")
+        table.rows.append(row)
+    return table
+
+
+def plan_observations(view: StudyView) -> list[Claim]:
+    """Splitting a row pays when rows are fewer than the SMs (of the GPU each run measured)."""
+    with_split = [c for c in view.results.cases.values() if "triton-split" in c.variants]
+    few = [c for c in with_split if c.params["rows"] < int(c.run.env["gpu"]["sm_count"])]
+    claim = pairwise(
+        view,
+        "split-wins-few-rows",
+        few,
+        "triton-split",
+        "triton-looped",
+        "Device time (graph replay): splitting a row across programs pays when rows are fewer than the SMs: the "
+        "split plan beat the looped plan in {k} of {n} such cases, by up to {x} ({case}).",
+        lambda won, lost, n: won == n,
+    )
+    return [claim] if claim is not None else []
+
+
+# ----------------------------------------------------------------------------- the peers
+
+
+def peer_observations(view: StudyView) -> list[Claim]:
+    """Which Liger entry point the runs timed (its fused add + RMSNorm, or its RMSNorm after a
+    separate add), and what QuACK refused: read from each variant's record."""
+    out: list[Claim] = []
+    liger = [m for c in view.results.cases.values() if (m := c.variants.get("liger")) is not None]
+    entries = sorted({str(m.meta["entry"]) for m in liger if "entry" in m.meta})
+    if entries:
+        out.append(
+            Claim(
+                "liger-entry",
+                sentence(
+                    "The Liger-Kernel cases timed {entries} (its version as each run recorded it); an unfused entry "
+                    "pays a separate add, as a user of that version would.",
+                    entries=" and ".join(entries),
+                ),
+                True,
+            )
+        )
+    with_quack = [c for c in view.results.cases.values() if "quack" in c.variants]
+    refused = [c for c in with_quack if (c.variants["quack"].error or "").startswith("refused")]
+    if with_quack:
+        out.append(
+            Claim(
+                "quack-refusals",
+                sentence(
+                    "QuACK declined {r} of the {n} cases it was offered (rows not a multiple of 16 bytes, a version "
+                    "without the residual form, or not installed); those cases show no QuACK time.",
+                    r=Num(len(refused), "count"),
+                    n=Num(len(with_quack), "count"),
+                ),
+                True,
+                evidence=cases_evidence("refused", refused),
+            )
+        )
+    return out
+
+
+def extra(view: StudyView) -> dict[str, Any]:
+    return {"plans": plans_table(view)}
+
+
+# ----------------------------------------------------------------------------- the page
+
+PAGE = StudyPage(
+    study="rmsnorm",
+    title="Residual RMSNorm",
+    summary="the add and RMSNorm of a transformer block in one launch, with its backward, against the eager "
+    "composition, F.rms_norm, torch.compile, Liger-Kernel and QuACK; device time and the eager call",
+    ours=OURS,
+    peers=PEERS,
+    charts=(
+        Speedups("fwd"),
+        Bandwidth("fwd", (OURS, *PEERS)),
+        Bandwidth("fwd+bwd", (OURS, *PEERS)),
+        DeviceVsEager("fwd", (OURS, "torch", "liger", "quack")),
+        WarmCold("fwd"),
+    ),
+    targets=(
+        Target("target-copy-16384x4096", CopyShare(COPY_TARGET), DRAM_BOUND),
+        Target("target-liger-16384x4096", NoSlower("liger"), DRAM_BOUND),
+        Target("target-quack-16384x4096", NoSlower("quack"), DRAM_BOUND),
+        Target("target-copy-64x131072-cold", CopyShare(WIDE_COLD_TARGET), WIDE, ("cold",)),
+        Target("target-quack-64x131072-cold", AtMost("quack", QUACK_TARGET), WIDE, ("cold",)),
+        Target("target-step-16384x4096", NoSlower("compile"), STEP),
+        Target("target-eager-liger", EagerEverywhere("liger")),
+    ),
+    evidence=(CopyShareAt(DRAM_BOUND), SpeedupsAt(DRAM_BOUND, ("liger", "quack")), SpeedupsAt(STEP, ("compile",))),
+    observations=(plan_observations, peer_observations, warm_exceeds_dram, eager_flips),
+    explain=explain,
+    reasons=REASONS,
+    extra=extra,
+)
