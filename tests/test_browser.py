@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import synthruns
+import synthstudies
 from sitekit import ROOT
 
 from publish.pages import pages, study_pages
@@ -48,7 +49,8 @@ def base_url(tmp_path_factory) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def synthetic_url(tmp_path_factory) -> Iterator[str]:
     """A site built from synthetic runs: two grid runs (a fit and a held-out run), two
-    dispatch runs (before and after) and a softmax run with eager samples and QuACK."""
+    dispatch runs (before and after), a softmax run with eager samples and QuACK, and a run
+    each of RMSNorm and of the row sum and vector add."""
     tmp = tmp_path_factory.mktemp("synthetic")
     root = synthruns.project(tmp)
     synthruns.write(root, synthruns.modelled_grid("rowgrid-20261201T000000Z-aaaaaaa", "2026-12-01T00:00:00Z"))
@@ -60,6 +62,8 @@ def synthetic_url(tmp_path_factory) -> Iterator[str]:
         root, synthruns.dispatch_doc("dispatch-20261202T000000Z-bbbbbbb", "2026-12-02T00:00:00Z", ours=0.2, quack=True)
     )
     synthruns.write(root, synthruns.softmax_doc("softmax-20261201T000000Z-aaaaaaa", "2026-12-01T00:00:00Z"))
+    synthruns.write(root, synthstudies.rmsnorm_doc("rmsnorm-20261201T000000Z-aaaaaaa", "2026-12-01T00:00:00Z"))
+    synthruns.write(root, synthstudies.rowsum_add_doc("rowsum_add-20261201T000000Z-aaaaaaa", "2026-12-01T00:00:00Z"))
     site = tmp / "site"
     site.mkdir()
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))

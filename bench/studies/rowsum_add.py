@@ -13,7 +13,9 @@ and the looped and split plans forced where the planner does not take one block)
 
 Every case holds ``op`` ("add" or "row_sum") and ``rows`` and ``cols`` (an add of ``n``
 elements is ``1 x n``), the parameters its page reads (contract/studies.py); the page is
-``publish/pages/rowsum_add.py`` with ``templates/rowsum_add.md.j2``.
+``publish/pages/rowsum_add.py`` with ``templates/rowsum_add.md.j2``.  The peers are named
+per operator (``torch-add``, ``torch-sum``, ...): a variant's name means one thing, and one
+label, across the study.
 """
 
 from __future__ import annotations
@@ -76,12 +78,12 @@ class RowSumAddStudy:
                 )
                 for block in BLOCKS
             ]
-            out.append(Variant("torch", "torch.add", lambda c: lambda t: (torch.add(t["a"], t["b"]),)))
-            out.append(Variant("compile", "torch.compile(torch.add)", lambda c: self._compiled_add()))
+            out.append(Variant("torch-add", "torch.add", lambda c: lambda t: (torch.add(t["a"], t["b"]),)))
+            out.append(Variant("compile-add", "torch.compile(torch.add)", lambda c: self._compiled_add()))
             return out
         out = ours(case, _row_sum, ROW_SUM_POLICY)
-        out.append(Variant("torch", "torch.sum(x, -1)", lambda c: lambda t: (torch.sum(t["x"], -1),)))
-        out.append(Variant("compile", "torch.compile(torch.sum)", lambda c: self._compiled_sum()))
+        out.append(Variant("torch-sum", "torch.sum(x, -1)", lambda c: lambda t: (torch.sum(t["x"], -1),)))
+        out.append(Variant("compile-sum", "torch.compile(torch.sum)", lambda c: self._compiled_sum()))
         return out
 
     @staticmethod

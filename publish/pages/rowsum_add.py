@@ -25,6 +25,7 @@ from publish.studypage.spec import (
     SUMMARY,
     Case,
     CopyShare,
+    CopyShareAt,
     StudyPage,
     StudyView,
     Target,
@@ -32,7 +33,8 @@ from publish.studypage.spec import (
 from publish.tables import Column, Table, Text
 
 OURS = "triton"  # add: the default block; row sum: the planner's choice
-PEERS = ("torch", "compile")
+# Named per operator by the bench (a name means one variant, with one label, across the study).
+PEERS = ("torch-add", "compile-add", "torch-sum", "compile-sum")
 OPS = {"add": "Vector add", "row_sum": "Row sum"}
 # Set, not measured: the target (issue 8's performance list; the study catalogue's "within 5% of copy peak").
 COPY_TARGET = definition(95, "pct", "target: fraction of the copy bandwidth measured in the same run")
@@ -78,11 +80,16 @@ def _size(op: str, c: CaseResult) -> str:
     return f"{c.params['cols']}" if op == "add" else c.shape
 
 
-def _variants(view: StudyView, cases: list[CaseResult]) -> list[str]:
+def _variants(cases: list[CaseResult]) -> list[str]:
     """Ours, our other variants (block sizes, forced plans), then the peers, as run."""
     seen = [v for c in cases for v in c.variants]
     mine = sorted({v for v in seen if v.startswith(OURS + "-")}, key=lambda v: (len(v), v))
     return [v for v in (OURS, *mine, *PEERS) if v in seen]
+
+
+def _label(cases: list[CaseResult], variant: str) -> str:
+    """What these cases' run files call ``variant`` (ours is labelled per operator)."""
+    return next(c.variants[variant].label for c in cases if variant in c.variants)
 
 
 def above_dram(c: CaseResult, variant: str) -> bool:
@@ -101,7 +108,7 @@ def residency(view: StudyView, warm: CaseResult | None, cold: CaseResult | None)
     ours = warm.get(OURS)
     assert ours is not None
     if not above_dram(warm, OURS):
-        return Text.rich(sentence("within DRAM ({pct} of the copy)", pct=ours.pct_copy()))
+        return Text.rich(sentence("not above the DRAM copy ({pct} of it)", pct=ours.pct_copy()))
     wins = [p for p in PEERS if view.outcome(warm, p) == "win"]
     lost_cold = [p for p in wins if cold is None or view.outcome(cold, p) != "win"]
     if lost_cold:
@@ -124,6 +131,8 @@ def residency_table(view: StudyView, op: str, dtype: str) -> Table | None:
     shapes = _shapes(view, op, dtype)
     if not shapes:
         return None
+    cases = view.results.where(op=op, dtype=dtype)
+    peers = [p for p in PEERS if any(p in c.variants for c in cases)]
     cols = [
         Column("size", "Elements" if op == "add" else "Shape", numeric=False),
         Column("cold_from", "Cold inputs from", "where the cold case's inputs can come from", numeric=False),
@@ -132,9 +141,10 @@ def residency_table(view: StudyView, op: str, dtype: str) -> Table | None:
         Column("warm", "Ours, warm (GB/s)", "the same, warm L2: may exceed the DRAM copy"),
         Column("warm_pct", "% copy, warm", "above 100%: inputs read from L2"),
     ]
-    for p in PEERS:
+    for p in peers:
+        label = _label(cases, p)
         for l2 in ("warm", "cold"):
-            cols.append(Column(f"{p}_{l2}", f"vs {view.label(p)}, {l2}", f"{view.label(p)} time / ours, {l2} L2"))
+            cols.append(Column(f"{p}_{l2}", f"vs {label}, {l2}", f"{label} time / ours, {l2} L2"))
     cols.append(Column("reads", "Warm number is", "decided per row from the data", numeric=False))
     table = Table(
         f"rowsum_add-{op.replace('_', '')}-{dtype}",
@@ -155,7 +165,7 @@ def residency_table(view: StudyView, op: str, dtype: str) -> Table | None:
                 gbps = ours.gbps()
                 row[l2] = Num(gbps.value, "GBps_bare", gbps.sources, gbps.note)
                 row[f"{l2}_pct"] = ours.pct_copy()
-            for p in PEERS:
+            for p in peers:
                 row[f"{p}_{l2}"] = (c.speedup(OURS, p) or refusal(c, p)) if c is not None else None
         cold = found["cold"]
         row["cold_from"] = (
@@ -180,12 +190,13 @@ def sweep_table(view: StudyView, op: str, dtype: str) -> Table | None:
     ]
     if not cases:
         return None
-    variants = _variants(view, cases)
+    variants = _variants(cases)
     cols = [
         Column("size", "Elements" if op == "add" else "Shape", numeric=False),
         Column("l2", "L2", numeric=False),
     ]
-    cols += [Column(v, view.label(v), f"GB/s, bytes counted from the problem / median {DEVICE_TIME}") for v in variants]
+    how = f"GB/s, bytes counted from the problem / median {DEVICE_TIME}"
+    cols += [Column(v, _label(cases, v), how) for v in variants]
     cols.append(Column("fastest", "Fastest", "lowest median device time", numeric=False))
     table = Table(
         f"rowsum_add-{op.replace('_', '')}-{dtype}-sweep",
@@ -204,7 +215,7 @@ def sweep_table(view: StudyView, op: str, dtype: str) -> Table | None:
             row[v] = Num(gbps.value, "GBps_bare", gbps.sources, gbps.note)
             timed.append(m)
         best = min(timed, key=lambda m: m.summary.median) if timed else None  # type: ignore[union-attr]
-        row["fastest"] = Text(view.label(best.variant)) if best is not None else Text("—", "no variant has a time")
+        row["fastest"] = Text(best.label) if best is not None else Text("—", "no variant has a time")
         table.rows.append(row)
     return table
 
@@ -223,7 +234,9 @@ def extra(view: StudyView) -> dict[str, Any]:
                 "sweep": sweep_table(view, op, dtype),
             }
         )
-    return {"ops": out}
+    # (the shared sections, whose eager tables say whether any eager call was measured, are
+    # not this page's: it says so itself)
+    return {"ops": out, "has_eager": any(c.eager().get(OURS) is not None for c in view.results.cases.values())}
 
 
 # ----------------------------------------------------------------------------- charts
@@ -240,14 +253,16 @@ def residency_chart(op: str):  # type: ignore[no-untyped-def]
         if not pairs:
             return None
         series = []
-        for v in (OURS, "torch"):
+        for v in (OURS, f"torch-{'add' if op == 'add' else 'sum'}"):
             for l2 in L2_MODES:
                 points: list[Num | Text] = []
                 for p in pairs:
                     c = p[l2]
                     m = c.get(v) if c is not None else None
                     points.append(m.gbps() if m is not None else missing(c, v) if c is not None else Text("not run"))
-                series.append((f"{view.label(v)}, {l2} L2", points))
+                found = [c for p in pairs if (c := p[l2]) is not None]
+                if any(v in c.variants for c in found):
+                    series.append((f"{_label(found, v)}, {l2} L2", points))
         first = next(c for p in pairs for c in p.values() if c is not None)
         peak = first.run.copy_peak
         return dots(
@@ -324,7 +339,7 @@ def block_observations(view: StudyView) -> list[Claim]:
             sentence(
                 "Device time (graph replay): with cold L2, {ours} was beaten by another block size in {k} of the {n} "
                 "add cases (every other difference is a win or unresolved).",
-                ours=view.label(OURS),
+                ours=_label(cases, OURS),
                 k=Num(len(beaten), "count"),
                 n=Num(len(cases), "count"),
             ),
@@ -356,6 +371,7 @@ PAGE = StudyPage(
     tables=frozenset({SUMMARY, LOSSES, EAGER_LOSSES}),  # the per-operator tables are the page's own (extra)
     charts=(residency_chart("add"), residency_chart("row_sum")),
     targets=tuple(Target(_name(c), CopyShare(COPY_TARGET), c, ("cold",), after=_after_residency) for c in SIXTEEN_M),
+    evidence=tuple(CopyShareAt(c) for c in SIXTEEN_M[:2]),
     observations=(residency_observations, block_observations, eager_flips),
     extra=extra,
 )
