@@ -85,6 +85,11 @@ class RowPolicy:
     (with fewer, one row per program starts more programs and finishes sooner).
     ``wide_chunk``: the looped plan's chunk for rows of ``wide_width`` elements or more (0:
     ``chunk``).
+    ``chunk_waste`` (off when negative; then ``wide_chunk`` applies): the looped plan takes the
+    largest chunk of ``chunk, 2 chunk, ...`` up to ``max_chunk`` (and below the row's power of
+    two) whose last step is full enough that the padding it walks is at most this share of
+    the row.  Longer steps mean fewer passes of the loop's fixed costs, but a width just past
+    a step (32769) would walk almost a whole empty step.
     """
 
     max_block_bytes: int = 16 * 1024
@@ -98,6 +103,8 @@ class RowPolicy:
     pack_min_rows_per_sm: float = 8.0
     wide_chunk: int = 0
     wide_width: int = 98304
+    chunk_waste: float = -1.0
+    max_chunk: int = 32768
 
 
 def warps_for(block_elems: int) -> int:
@@ -120,6 +127,19 @@ def split_geometry(span_elems: int, chunk: int, block: int) -> tuple[int, int]:
         span = cdiv(cdiv(span_elems, block), MAX_SPLIT_CHUNKS)
         chunks = cdiv(span_elems, block * span)
     return chunks, span
+
+
+def looped_chunk(span_elems: int, whole: int, policy: RowPolicy) -> int:
+    """The looped plan's step for rows spanning ``span_elems`` (window included; ``whole``:
+    its power of two) under ``policy`` (see ``RowPolicy.chunk_waste``)."""
+    if policy.chunk_waste < 0:
+        return policy.wide_chunk if policy.wide_chunk and span_elems >= policy.wide_width else policy.chunk
+    chunk, step = policy.chunk, policy.chunk * 2
+    while step <= policy.max_chunk and step < whole:
+        if cdiv(span_elems, step) * step - span_elems <= policy.chunk_waste * span_elems:
+            chunk = step
+        step *= 2
+    return chunk
 
 
 def plan_rows(
@@ -154,8 +174,7 @@ def plan_rows(
         rows_per_program = max(1, min(policy.max_rows_per_program, policy.pack_elems // whole)) if pack else 1
         return RowPlan("block", whole, warps_for(whole * rows_per_program), rows_per_program)
     if kind == "looped":
-        chunk = policy.wide_chunk if policy.wide_chunk and width >= policy.wide_width else policy.chunk
-        block = min(chunk, whole)
+        block = min(looped_chunk(width + pad, whole, policy), whole)
         return RowPlan("looped", block, warps_for(block))
     chunk = policy.narrow_split_chunk if width <= policy.narrow_split_width else policy.split_chunk
     block = min(chunk, whole)
@@ -188,19 +207,22 @@ def plan_columns(n_rows: int, width: int, sm_count: int, block_cols: int = 256) 
 
 # Softmax's policies (kernels/softmax.py launches with them; the site scores them on the
 # row-plan grid).  The forward's thresholds were fitted on the row-plan grid run
-# rowgrid-20261130T014849Z-b48a875 (H200; the lowest mean regret of 384 candidate policies,
-# 2.7%) and scored on the held-out run rowgrid-20261130T015312Z-b48a875 (mean regret 2.7%,
-# 90th percentile 8.7%, 28 of 314 cells over 10%).  The policy set by hand from
-# notes/probe_wide.py (loops of 16384, splits below two rows per SM) scored 4.5% there.
-# Rows up to 32 KB stay whole in registers; wider rows loop over 8192-element chunks (32768
-# from 98304 elements on), or split into 2048-element chunks while there are fewer rows than SMs.
+# rowgrid-20261130T014849Z-b48a875 (H200; the lowest mean regret of 1152 candidate policies,
+# 2.4%) and scored on the held-out run rowgrid-20261130T015312Z-b48a875 (mean regret 2.35%,
+# 90th percentile 7.4%, 19 of 314 cells over 10%; fitting on that run instead picks the same
+# policy).  The policy before it, one looped step of 8192 below 98304 elements and 32768
+# above, scored 2.7% there.
+# Rows up to 32 KB stay whole in registers; wider ones loop in the longest step of
+# 4096 ... 32768 elements that pads the row by at most 30% (8192 x 32768: 16384-element
+# steps; 4096 x 50257: 8192), or split into 2048-element chunks while there are fewer rows
+# than half the SMs.
 SOFTMAX_POLICY = RowPolicy(
     max_block_bytes=32 * 1024,
-    chunk=8192,
-    wide_chunk=32768,
+    chunk=4096,
+    chunk_waste=0.3,
     split_chunk=2048,
     narrow_split_chunk=2048,
-    split_rows_per_sm=1.0,
+    split_rows_per_sm=0.5,
 )
 # The backward holds y and dy but does no exp: whole rows of up to 64 KB stay in registers
 # faster than looping re-reads them (H200, 8192 x 32768 bf16: 389 µs as one block against

@@ -46,6 +46,7 @@ GRID: dict[str, tuple[Any, ...]] = {
     "max_block_bytes": (16384, 32768, 65536),
     "chunk": (4096, 8192, 16384, 32768),
     "wide_chunk": (0, 32768),
+    "chunk_waste": (-1.0, 0.15, 0.3),
     "split_chunk": (2048, 4096),
     "narrow_split_chunk": (2048, 4096),
     "split_rows_per_sm": (0.25, 0.5, 1.0, 2.0),

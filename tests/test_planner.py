@@ -82,6 +82,23 @@ def test_column_plan_fills_the_gpu_and_covers_every_row() -> None:
     assert small.splits == 1 and small.rows_per_split == 10
 
 
+def test_looped_step_is_the_longest_that_pads_the_row_little() -> None:
+    policy = RowPolicy(chunk=4096, chunk_waste=0.3, max_chunk=32768)
+    # 32768: 16384 pads nothing, 32768 is the whole row (not a loop)
+    assert plan_rows(8192, 32768, 2, 132, policy).block == 16384
+    # 50257 + 7: 8192 pads 14%, 16384 and 32768 pad 30.4%
+    assert plan_rows(4096, 50257, 2, 132, policy, pad=7).block == 8192
+    # 32769: every step past 4096 walks an almost empty last step
+    assert plan_rows(4096, 32769, 2, 132, policy).block == 8192
+    assert plan_rows(4096, 151936, 2, 132, policy).block == 32768  # 7.8%
+    assert plan_rows(4096, 151936, 2, 132, RowPolicy(chunk=4096, chunk_waste=0.05)).block == 8192  # 2.4%; 32768: 7.8%
+    assert plan_rows(4096, 131073, 2, 132, RowPolicy(chunk=4096, chunk_waste=0.2)).block == 16384  # 12.5%
+    assert plan_rows(4096, 151936, 2, 132, RowPolicy(chunk=4096, chunk_waste=0.3, max_chunk=8192)).block == 8192
+    # off (negative): the wide_chunk rule
+    assert plan_rows(4096, 151936, 2, 132, RowPolicy(chunk=4096, wide_chunk=32768)).block == 32768
+    assert plan_rows(4096, 65536, 2, 132, RowPolicy(chunk=4096, wide_chunk=32768)).block == 4096
+
+
 def test_wide_rows_loop_over_the_wide_chunk() -> None:
     policy = RowPolicy(chunk=16384, wide_chunk=32768, wide_width=98304)
     assert plan_rows(4096, 98303, 2, 132, policy).block == 16384

@@ -258,8 +258,9 @@ def test_a_planted_wrong_regret_is_caught(monkeypatch) -> None:
 
 def test_search_grid_is_the_issue_grid() -> None:
     policies = rowgrid.candidates()
-    assert len(policies) == 3 * 4 * 2 * 2 * 2 * 4
+    assert len(policies) == 3 * 4 * 2 * 3 * 2 * 2 * 4
     assert {p.wide_chunk for p in policies} == {0, 32768}
+    assert {p.chunk_waste for p in policies} == {-1.0, 0.15, 0.3}
     assert {p.max_block_bytes for p in policies} == {16384, 32768, 65536}
     assert {p.split_rows_per_sm for p in policies} == {0.25, 0.5, 1.0, 2.0}
     default = RowPolicy()
