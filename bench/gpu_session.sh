@@ -5,7 +5,8 @@
 #
 #   bash bench/gpu_session.sh tests,sweep-quick,grid COMMIT DIRTY(0|1)
 #
-# Stages: tests (pytest -m gpu), probe (notes/probe_resident.py), sweep / sweep-quick (softmax study), grid / grid-quick (row-plan
+# Stages: tests (pytest -m gpu), probe (notes/probe_resident.py), sweep / sweep-quick (softmax study),
+# rmsnorm / rmsnorm-quick, rowsum / rowsum-quick (row sum and vector add), grid / grid-quick (row-plan
 # grid), dispatch / dispatch-quick.  Wheels: Liger-Kernel in .whl/; QuACK's halves in .quack1/
 # (copied to /tmp/quack, which lives as long as the machine) and .quack2/ (reassembled and
 # installed; ../shared/device/quack-prepare.sh explains).  Where the working tree plus .quack1
@@ -41,7 +42,11 @@ for s in "${list[@]}"; do
     tests) timeout ${LAB_TESTS_S:-240} python3 -m pytest -m gpu -q --no-header -p no:cacheprovider ${LAB_TESTS_K:+-k "$LAB_TESTS_K"} \
              tests/test_softmax_gpu.py tests/test_rmsnorm_gpu.py 2>&1 | tee "$out/gpu-tests.log" | tail -25 ;;
     sweep-quick) bench 120 softmax --quick ;;
-    sweep) bench 330 softmax ;;
+    sweep) bench ${LAB_SWEEP_S:-330} softmax ;;
+    rmsnorm-quick) bench 120 rmsnorm --quick ;;
+    rmsnorm) bench ${LAB_RMSNORM_S:-300} rmsnorm ;;
+    rowsum-quick) bench 90 rowsum_add --quick ;;
+    rowsum) bench ${LAB_ROWSUM_S:-150} rowsum_add ;;
     grid-quick) bench 120 rowgrid --quick ;;
     grid) bench ${LAB_GRID_S:-280} rowgrid ;;
     dispatch-quick) bench 90 dispatch --quick ;;
