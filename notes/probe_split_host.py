@@ -12,7 +12,7 @@ import torch
 
 sys.path.insert(0, ".")
 import kernels
-from kernels import softmax as sm
+sm = sys.modules["kernels.softmax"]
 
 
 def host_us(fn, n: int = 300) -> float:
