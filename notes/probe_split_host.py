@@ -12,6 +12,7 @@ import torch
 
 sys.path.insert(0, ".")
 import kernels
+
 sm = sys.modules["kernels.softmax"]
 
 
