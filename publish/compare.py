@@ -21,10 +21,11 @@ from pathlib import Path
 
 from scipy.stats import mannwhitneyu
 
-from publish.results import RunSpread, Verdict, verdict
+from publish.frame import Stats
+from publish.results import DEVICE, RunSpread, Verdict, verdict
 from publish.runs import Run
 from publish.stability import NoiseFloor, noise_floor
-from publish.stats import Summary, ratio, summarize
+from publish.stats import Summary, ratio
 
 LABELS = ("regression", "improvement", "unresolved", "untestable")
 
@@ -82,9 +83,14 @@ def compare_runs(
     floor: NoiseFloor | None = None,
     threshold: float = 0.05,
     alpha: float = 0.01,
+    stats: Stats | None = None,
 ) -> list[Change]:
     """Every case and variant both runs timed.  ``floor`` gives the run-to-run spread of each
-    (without one, nothing can be flagged); ``threshold`` is the smallest change flagged."""
+    (without one, nothing can be flagged); ``threshold`` is the smallest change flagged.
+    The medians and their intervals are the tidy frame's (``stats``: the frame of these runs,
+    or of more, pivoted; made here without it); the test runs over the raw samples."""
+    if stats is None:
+        stats = Stats.of({r.run_id: r for r in (run_a, run_b)}.values())
     cases_a = {c["id"]: c for c in run_a.doc["cases"]}
     out = []
     for case_b in run_b.doc["cases"]:
@@ -96,7 +102,9 @@ def compare_runs(
             if va is None or not va["samples_us"] or not vb["samples_us"]:
                 continue
             xa, xb = va["samples_us"], vb["samples_us"]
-            a, b = summarize(xa), summarize(xb)
+            a = stats.summary(run_a.run_id, case_b["id"], name, DEVICE)
+            b = stats.summary(run_b.run_id, case_b["id"], name, DEVICE)
+            assert a is not None and b is not None, (case_b["id"], name)
             p = float(mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
             measured = floor.at(case_b["id"], name) if floor is not None else None
             margin = None

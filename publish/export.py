@@ -2,8 +2,11 @@
 
 Every table is written as ``tables/<id>.csv`` (the cells as displayed, plus the run ids of
 each row) and ``tables/<id>.json`` (the same cells with their unrounded values, units and
-sources, each measured source with its statistics from the tidy frame of the runs,
-:mod:`publish.frame`, and the provenance of every run), and gets a "cite this table" block.
+sources, each measured source with its statistics, and the provenance of every run), and
+gets a "cite this table" block.  The numbers are the table's own, and the table took them
+from the tidy frame of the runs (:mod:`publish.frame`, through :mod:`publish.results`); the
+statistics each source carries are read from the same frame (:class:`publish.frame.Measured`),
+so a download and the page never disagree.
 
 Both are safe to open: the JSON is strict (a value that is not a finite number is written
 as null, its text says "—"), and no CSV cell can start a spreadsheet formula (a text cell

@@ -26,8 +26,11 @@ Columns, in order:
 - ``error``: why a variant has no samples (it refused the shape or failed its correctness
   check); such a variant keeps one row, statistic ``n`` with value 0.
 
-Statistics are computed here from the raw samples with the same functions the pages use
-(:mod:`publish.stats`), so every number on a page can be found in this frame.
+Statistics are computed here, and only here, from the raw samples (with :mod:`publish.stats`).
+The site reads them from this frame: :class:`Stats` pivots it to one row per measurement,
+the results layer (:mod:`publish.results`) takes every median, interval, bandwidth and share
+of the copy peak from there, and the tables, charts, claims and downloads take theirs from
+the results, so there is one path from a run file to every number on a page.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from publish.review import load_withdrawals
 from publish.runs import Run
 from publish.runs import load_run as _load_run
 from publish.runs import load_runs as _load_runs
-from publish.stats import quantile, summarize
+from publish.stats import Summary, quantile, summarize
 from publish.tables import Table
 
 # statistic -> (unit, what it is)
@@ -229,32 +232,94 @@ def behind(df: pd.DataFrame, table: Table) -> pd.DataFrame:
     return df[index.isin(keys)].reset_index(drop=True)
 
 
-# What a download says about each measurement a number was computed from.
-MEASURED = ("n", "median", "ci95_low", "ci95_high", "p10", "p90")
+# One measurement: a variant's samples of one kind (``samples_us`` or ``eager_us``) in one
+# case of one run.  Its statistics are the frame's rows with this key.
+MEASUREMENT = ("run_id", "case_id", "variant", "samples")
+
+
+class Stats:
+    """The frame pivoted wide: one row per measurement (:data:`MEASUREMENT`), one column per
+    statistic.  The results layer (:mod:`publish.results`) reads every number it hands the
+    pages from here, so the tables, charts, claims and downloads all come from the frame.
+
+    ``frame`` is the tidy frame itself; ``table`` the pivot (a statistic the measurement does
+    not have, such as a bandwidth of a host timer, is NaN there)."""
+
+    def __init__(self, df: pd.DataFrame) -> None:
+        self.frame = df
+        key = list(MEASUREMENT)
+        self.table = df.pivot(index=key, columns="statistic", values="value")
+        timers = df.drop_duplicates(key).set_index(key)["timer"]
+        self.table.insert(0, "timer", timers.reindex(self.table.index))
+        # A plain dict of the same rows for the many single look-ups a page makes.
+        self._rows: dict[tuple[str, str, str, str], dict[str, Any]] = {
+            k: {s: v for s, v in row.items() if isinstance(v, str) or (v is not None and not math.isnan(v))}
+            for k, row in self.table.to_dict("index").items()
+        }
+
+    @classmethod
+    def of(cls, runs: Iterable[Run], withdrawn: Collection[str] = ()) -> Stats:
+        return cls(frame(runs, withdrawn))
+
+    def rows(self) -> Iterable[tuple[tuple[str, str, str, str], dict[str, Any]]]:
+        """Every measurement's key (:data:`MEASUREMENT`) and statistics, in the frame's order."""
+        return self._rows.items()
+
+    def row(self, run_id: str, case_id: str, variant: str, samples: str) -> dict[str, Any]:
+        """Every statistic of one measurement (and its ``timer``); empty when the frame has none."""
+        return self._rows.get((run_id, case_id, variant, samples), {})
+
+    def summary(self, run_id: str, case_id: str, variant: str, samples: str) -> Summary | None:
+        """One measurement's median, quartiles and 95% interval of the median, as the frame
+        holds them; None when it has no samples (refused, failed its check, not measured)."""
+        row = self.row(run_id, case_id, variant, samples)
+        if not row.get("n"):
+            return None
+        return Summary(
+            int(row["n"]),
+            row["median"],
+            row["p25"],
+            row["p75"],
+            row["ci95_low"],
+            row["ci95_high"],
+            row["min"],
+            row["max"],
+        )
+
+    def value(self, run_id: str, case_id: str, variant: str, samples: str, statistic: str) -> float:
+        """One statistic of one measurement (KeyError, naming it, when the frame has none)."""
+        row = self.row(run_id, case_id, variant, samples)
+        if statistic not in row:
+            raise KeyError(f"the frame holds no {statistic} of {run_id} {case_id} {variant} {samples}")
+        return float(row[statistic])
+
+
+# What a download says about each measurement a number was computed from (in this order).
+MEASURED = ("n", "median", "p10", "p90", "ci95_low", "ci95_high")
 
 
 class Measured:
     """The statistics of the measurement behind a :class:`~publish.numbers.Source`, found in
-    a frame by run, case, variant and timer (a source that names no timer means the
-    variant's ``samples_us``)."""
+    the pivoted frame (:class:`Stats`, the one the tables' numbers were read from) by run,
+    case, variant and timer (a source that names no timer means the variant's
+    ``samples_us``): what a table's JSON download says about each measurement it cites."""
 
-    def __init__(self, df: pd.DataFrame) -> None:
+    def __init__(self, stats: Stats) -> None:
         self._stats: dict[tuple[str, str, str, str], dict[str, Any]] = {}
         self._primary: dict[tuple[str, str, str], str] = {}
-        names = ("run_id", "case_id", "variant", "timer", "samples", "statistic", "value", "unit")
-        for run_id, case_id, variant, timer, samples, statistic, value, unit in zip(
-            *(df[c].tolist() for c in names), strict=True
-        ):
+        for (run_id, case_id, variant, samples), row in stats.rows():
+            timer = row.get("timer")
             if not isinstance(timer, str):
                 continue  # a variant with no samples
-            key = (run_id, case_id, variant, timer)
             if samples == "samples_us":
-                self._primary[key[:3]] = timer
-            if statistic in MEASURED:
-                entry = self._stats.setdefault(key, {"timer": timer})
-                entry[statistic] = int(value) if statistic == "n" else value
-                if unit != "samples":
-                    entry["unit"] = unit
+                self._primary[(run_id, case_id, variant)] = timer
+            entry: dict[str, Any] = {"timer": timer}
+            for statistic in MEASURED:
+                if statistic in row:
+                    entry[statistic] = int(row[statistic]) if statistic == "n" else row[statistic]
+                    if statistic == "median":
+                        entry["unit"] = STATISTICS[statistic][0]
+            self._stats[(run_id, case_id, variant, timer)] = entry
 
     def __call__(self, source: Source) -> dict[str, Any] | None:
         if not (source.case and source.variant):

@@ -3,6 +3,11 @@
 Comparisons are always made inside one case of one run (all variants of a case were timed
 interleaved, on the same GPU state), never across runs.  Each value leaves here as a
 :class:`~publish.numbers.Num` carrying its provenance.
+
+Every statistic here (a median, its interval, the quartiles, a bandwidth, a share of the copy
+peak) is read from the tidy frame of the runs (:class:`publish.frame.Stats`, the frame pivoted
+to one row per measurement): run files -> frame -> these results -> the tables, charts,
+claims and downloads, one path for every number.
 """
 
 from __future__ import annotations
@@ -14,9 +19,10 @@ from functools import cached_property
 from typing import Any, Literal
 
 from contract.labels import legacy_label
+from publish.frame import Stats
 from publish.numbers import Num, Source
 from publish.runs import Run
-from publish.stats import Ratio, Summary, quantile, ratio, summarize
+from publish.stats import Ratio, Summary, quantile, ratio
 
 # The two measurements a variant may carry: device time (CUDA-graph replay, or CUDA events
 # where a graph could not be captured) and, in schema 2, the eager call a user makes.
@@ -37,11 +43,22 @@ class Measurement:
     bytes: int
     l2: str = ""
     samples_key: str = DEVICE  # DEVICE or EAGER: which of the variant's samples this is
+    # The frame of the runs, pivoted: where every statistic of this measurement is read.
+    stats: Stats | None = field(default=None, compare=False, repr=False)
+
+    @cached_property
+    def _frame(self) -> Stats:
+        # (a measurement made outside a study reads the frame of its own run)
+        return self.stats if self.stats is not None else Stats.of([self.run])
+
+    def statistic(self, name: str) -> float:
+        """One statistic of these samples, from the frame (:data:`publish.frame.STATISTICS`)."""
+        return self._frame.value(self.run.run_id, self.case_id, self.variant, self.samples_key, name)
 
     @cached_property
     def summary(self) -> Summary | None:
-        samples = self.raw.get(self.samples_key) or []
-        return summarize(samples) if samples else None
+        """The median, quartiles and 95% interval of the median, from the frame."""
+        return self._frame.summary(self.run.run_id, self.case_id, self.variant, self.samples_key)
 
     def eager(self) -> Measurement:
         """The same variant's eager-call samples (none in schema-1 runs)."""
@@ -114,7 +131,7 @@ class Measurement:
     def gbps(self) -> Num:
         assert self.summary is not None
         return Num(
-            self.bytes / (self.summary.median * 1e3),
+            self.statistic("gbps"),
             "GBps",
             (self.source("bytes / median"),),
             note=f"{self.bytes:,} bytes counted from the problem",
@@ -122,10 +139,9 @@ class Measurement:
 
     def pct_copy(self) -> Num:
         assert self.summary is not None
-        gbps = self.bytes / (self.summary.median * 1e3)
         peak = self.run.copy_peak
         return Num(
-            100 * gbps / peak,
+            self.statistic("pct_copy_peak"),
             "pct",
             (self.source("bytes / median"),),
             note=f"of the {peak:,.0f} GB/s device copy measured in the same run",
@@ -366,9 +382,12 @@ def verdict(
 class StudyResults:
     """The newest measurement of every case of one study, across its runs."""
 
-    def __init__(self, study: str, runs: list[Run]) -> None:
+    def __init__(self, study: str, runs: list[Run], stats: Stats | None = None) -> None:
+        """``stats``: the frame of these runs pivoted (:class:`publish.frame.Stats`; the
+        frame of more runs will do); without it, the frame of the study's runs is made here."""
         self.study = study
         self.runs = [r for r in runs if r.study == study]
+        self.stats = stats if stats is not None else Stats.of(self.runs)
         self._typical: dict[tuple[str, str, str], RunSpread | None] = {}
         # What each variant is called: the label its newest run stores (contract/labels.py).
         self.labels: dict[str, str] = {}
@@ -377,7 +396,7 @@ class StudyResults:
             for entry in run.doc["cases"]:
                 l2 = str(entry["case"].get("l2", ""))
                 variants = {
-                    name: Measurement(run, entry["id"], name, raw, int(entry["bytes"]), l2)
+                    name: Measurement(run, entry["id"], name, raw, int(entry["bytes"]), l2, stats=self.stats)
                     for name, raw in entry["variants"].items()
                 }
                 self.labels |= {name: m.label for name, m in variants.items()}

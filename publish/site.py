@@ -31,7 +31,7 @@ from publish.charts import Chart
 from publish.check import stray_numbers
 from publish.claims import Claim
 from publish.export import Citation, citation, strict_json, to_csv, to_json
-from publish.frame import Measured, frame
+from publish.frame import Measured
 from publish.pages import SiteData, nav, pages, review
 from publish.review import claim_history, load_withdrawals
 from publish.runs import Run, load_runs, strict_copy
@@ -146,7 +146,8 @@ def render(root: Path, data: SiteData, site_url: str) -> Rendered:
     contradicted = [(page, c) for page, c in claims if c.kind == "observation" and not c.holds]
     # The last step of the history is the current set of runs, whose claims are already known.
     history = claim_history(
-        data.runs, lambda runs: claims if len(runs) == len(data.runs) else claims_of(SiteData(runs))
+        data.runs,
+        lambda runs: claims if len(runs) == len(data.runs) else claims_of(SiteData(runs, shared_stats=data.stats)),
     )
     contexts["review.md"] = review.context(data, history, contradicted)
     for ctx in contexts.values():  # chart text (names, categories, hovers) is shown as written
@@ -158,9 +159,9 @@ def render(root: Path, data: SiteData, site_url: str) -> Rendered:
     exports: dict[str, str] = {}
     citations: dict[str, Citation] = {}
     found = [(page, t) for page, ctx in contexts.items() for t in _walk(ctx, Table)]
-    # The downloads name the statistics of every measurement they cite, from the tidy frame.
-    cited = dict.fromkeys(r for _, t in found for r in t.run_ids)
-    measured = Measured(frame(runs_by_id[r] for r in cited))
+    # The downloads name the statistics of every measurement they cite, from the same pivoted
+    # frame the tables' numbers were read from.
+    measured = Measured(data.stats)
     for page, t in found:
         if t.id in citations:
             raise BuildError(f"table id {t.id!r} is used twice ({page}); table ids are permanent anchors")

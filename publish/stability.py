@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from publish.results import CaseResult, RunSpread, StudyResults, repeat_key, spread
+from publish.frame import Stats
+from publish.results import DEVICE, CaseResult, RunSpread, StudyResults, repeat_key, spread
 from publish.runs import Run
-from publish.stats import quantile, summarize
+from publish.stats import quantile
 
 LEVELS = (0.05, 0.10)
 
@@ -125,8 +126,14 @@ def repeat_groups(runs: Iterable[Run], study: str) -> list[RepeatGroup]:
     return [RepeatGroup(c, f"{g} ({n} SMs)", tuple(rs)) for (c, g, n), rs in groups.items() if len(rs) >= 2]
 
 
-def noise_floor(runs: Iterable[Run], study: str, *, manual: float | None = None) -> NoiseFloor:
+def noise_floor(
+    runs: Iterable[Run], study: str, *, manual: float | None = None, stats: Stats | None = None
+) -> NoiseFloor:
+    """The study's noise floor from its repeat runs; the medians are the tidy frame's
+    (``stats``: the frame of these runs, or of more, pivoted; made here without it)."""
     groups = repeat_groups(runs, study)
+    if stats is None:
+        stats = Stats.of(r for g in groups for r in g.runs)
     per_case: dict[tuple[str, str], float] = {}
     for g in groups:
         medians: dict[tuple[str, str], list[float]] = {}
@@ -134,7 +141,8 @@ def noise_floor(runs: Iterable[Run], study: str, *, manual: float | None = None)
             for case in r.doc["cases"]:
                 for name, v in case["variants"].items():
                     if v.get("samples_us"):
-                        medians.setdefault((case["id"], name), []).append(summarize(v["samples_us"]).median)
+                        median = stats.value(r.run_id, case["id"], name, DEVICE, "median")
+                        medians.setdefault((case["id"], name), []).append(median)
         for key, values in medians.items():
             if len(values) >= 2:
                 per_case[key] = max(per_case.get(key, 0.0), spread(values))

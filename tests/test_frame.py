@@ -1,6 +1,7 @@
 """The tidy results frame (publish/frame.py): its statistics against the raw samples, the
-results layer and every table on the site against it, the downloads built from it, and the
-README's two-line load run as written."""
+tables and downloads built from it (a number changed in the frame is the number the page and
+its download show), every table on the site against it, and the README's two-line load run
+as written."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from sitekit import ROOT, newest, scratch_root, tamper
 from contract.schema import RunFileError
 from publish import frame as fr
 from publish.numbers import Num
-from publish.results import StudyResults
+from publish.pages import SiteData, study_pages
 from publish.runs import load_runs
 from publish.site import load_site_data, render
 
@@ -156,30 +157,65 @@ def test_case_parameters_are_columns(runs, df) -> None:
         assert row["commit"] == run.doc["code"]["commit"]
 
 
-def test_the_results_layer_reads_the_same_numbers(runs, df) -> None:
-    """Every measurement the pages can show (every case of every run, device and eager):
-    its median, interval, bandwidth and share of the copy peak are the frame's."""
-    rows = df.set_index(list(fr.KEY))["value"].sort_index()
-    checked = 0
-    for study in sorted({r.study for r in runs}):
-        results = StudyResults(study, runs)
-        for history in results.history.values():
-            for case in history:
-                for view in (case, case.eager()):
-                    for m in view.variants.values():
-                        if not m.ok:
-                            continue
-                        key = (m.run.run_id, m.case_id, m.variant, m.timer)
-                        s = m.summary
-                        assert m.time().sources[0].timer == m.timer
-                        assert (s.n, s.median, s.lo, s.hi, s.q1, s.q3) == tuple(
-                            rows.loc[(*key, stat)] for stat in ("n", "median", "ci95_low", "ci95_high", "p25", "p75")
-                        ), key
-                        if m.timer in fr.DEVICE_TIMERS and m.bytes:
-                            assert m.gbps().value == rows.loc[(*key, "gbps")]
-                            assert m.pct_copy().value == rows.loc[(*key, "pct_copy_peak")]
-                        checked += 1
-    assert checked > 10000
+def test_stats_is_the_frame_pivoted(df) -> None:
+    """The pivot the results layer reads (one row per measurement, one column per statistic)
+    holds exactly the frame's values, no more, and each measurement's timer."""
+    stats = fr.Stats(df)
+    assert not stats.table.index.duplicated().any()
+    key = list(fr.MEASUREMENT)
+    back = (
+        stats.table.drop(columns="timer")
+        .reset_index()
+        .melt(id_vars=key, var_name="statistic", value_name="value")
+        .dropna(subset=["value"])
+    )
+    both = df.merge(back, on=[*key, "statistic"], how="outer", indicator=True, suffixes=("", "_pivot"))
+    assert (both["_merge"] == "both").all() and len(both) == len(df)
+    assert (both["value"] == both["value_pivot"]).all()
+    timers = df[[*key, "timer"]].drop_duplicates().merge(stats.table["timer"].reset_index(), on=key)
+    assert len(timers) == len(stats.table)
+    assert (timers["timer_x"].fillna("-") == timers["timer_y"].fillna("-")).all()
+    # A variant that refused the shape has no summary; a measured one has the frame's.
+    refused = df[df["error"].notna()].iloc[0]
+    assert stats.summary(*(refused[c] for c in key)) is None
+    row = df[(df["statistic"] == "median") & (df["samples"] == "eager_us")].iloc[0]
+    s = stats.summary(*(row[c] for c in key))
+    assert s is not None and s.median == row["value"]
+
+
+def test_the_tables_and_downloads_take_their_numbers_from_the_frame() -> None:
+    """Change one measurement's statistics in the frame, not in its run file: the study
+    page's table, its download and the page text show the frame's numbers, and the verdict
+    follows them (the tables are built from the frame, not from the samples)."""
+    data = load_site_data(ROOT)
+    spec = next(s for s in study_pages() if s.study == "softmax")
+    results = data.studies["softmax"]
+    case = next(c for c in results.cases.values() if c.get(spec.ours) and all(c.get(p) for p in spec.peers))
+    key = (case.run.run_id, case.case_id, spec.ours, "samples_us")
+    ours = case.get(spec.ours).summary  # type: ignore[union-attr]
+    assert ours is not None
+    doctored = data.stats.frame.copy()
+    at = np.logical_and.reduce([doctored[c] == v for c, v in zip(fr.MEASUREMENT, key, strict=True)])
+    for stat in ("median", "ci95_low", "ci95_high", "p25", "p75"):
+        doctored.loc[at & (doctored["statistic"] == stat), "value"] *= 1000  # ours now loses everywhere
+    doctored.loc[at & (doctored["statistic"] == "gbps"), "value"] = 98765.0
+    doctored.loc[at & (doctored["statistic"] == "pct_copy_peak"), "value"] = 43.21
+    rendered = render(ROOT, SiteData(data.all_runs, data.withdrawals, shared_stats=fr.Stats(doctored)), "https://x/")
+
+    table_id = f"softmax-{case.params['direction'].replace('+', '')}-{case.params['dtype']}"
+    table = next(t for _, t in rendered.tables if t.id == table_id)
+    row = next(r for r in table.rows if isinstance(r["ours"], Num) and r["ours"].sources[0].case == case.case_id)
+    assert row["ours"].value == 1000 * ours.median
+    assert row["gbps"].value == 98765.0 and row["pct"].value == 43.21
+    for peer in spec.peers:
+        theirs = case.get(peer).summary.median  # type: ignore[union-attr]
+        assert row[peer].value == theirs / (1000 * ours.median) and row[peer].css == "loss", peer
+    doc = json.loads(rendered.exports[f"tables/{table_id}.json"], parse_constant=strict_json_only)
+    cells = next(r["cells"] for r in doc["rows"] if r["cells"]["ours"]["sources"][0]["case"] == case.case_id)
+    assert cells["ours"]["value"] == 1000 * ours.median
+    assert cells["ours"]["sources"][0]["measured"]["median"] == 1000 * ours.median
+    assert cells["gbps"]["value"] == 98765.0 and cells["gbps"]["text"] == "98,765"
+    assert "98,765" in rendered.pages["softmax.md"]
 
 
 @pytest.fixture(scope="module")
@@ -197,7 +233,7 @@ def test_every_measured_number_in_every_table_is_in_the_frame(site, df) -> None:
     peak) equals the frame's statistic; a cell made of two (a ratio, a difference) is that
     arithmetic on the frame's medians."""
     _, rendered = site
-    measured = fr.Measured(df)
+    measured = fr.Measured(fr.Stats(df))
 
     def median(s) -> float:  # type: ignore[no-untyped-def]
         found = measured(s)

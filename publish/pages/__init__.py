@@ -15,6 +15,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from contract import studies as registry
+from publish.frame import Stats
 from publish.results import StudyResults
 from publish.review import Withdrawal
 from publish.runs import Gpu, Run, reference_gpu
@@ -29,6 +30,17 @@ class SiteData:
 
     all_runs: list[Run]
     withdrawals: list[Withdrawal] = field(default_factory=list)
+    # The pivoted frame (publish.frame.Stats) of a larger set of runs holding these, made
+    # already: the review record evaluates the claims again on every earlier set of runs.
+    shared_stats: Stats | None = field(default=None, repr=False, compare=False)
+
+    @cached_property
+    def stats(self) -> Stats:
+        """Every stored run as the tidy frame (withdrawn runs marked), pivoted to one row per
+        measurement: what every number on the pages and in the downloads is read from."""
+        if self.shared_stats is not None:
+            return self.shared_stats
+        return Stats.of(self.all_runs, set(self.withdrawn))
 
     @cached_property
     def withdrawn(self) -> dict[str, Withdrawal]:
@@ -66,7 +78,7 @@ class SiteData:
 
     @cached_property
     def studies(self) -> dict[str, StudyResults]:
-        return {name: StudyResults(name, self.runs) for name in registry.names()}
+        return {name: StudyResults(name, self.runs, self.stats) for name in registry.names()}
 
     @property
     def latest(self) -> Run | None:

@@ -112,8 +112,8 @@ def context(data: SiteData) -> dict[str, Any]:
         if pair is None:
             continue
         a, b = pair
-        floor = noise_floor(data.runs, study)
-        changes = compare_runs(a, b, floor=floor, threshold=THRESHOLD, alpha=ALPHA)
+        floor = noise_floor(data.runs, study, stats=data.stats)
+        changes = compare_runs(a, b, floor=floor, threshold=THRESHOLD, alpha=ALPHA, stats=data.stats)
         t = tally(changes)
         flagged = Table(f"compare-{study}", f"{study}: every change flagged between the latest two runs", _columns())
         for c in sorted((c for c in changes if c.decision.resolved), key=lambda c: -abs(c.change)):

@@ -86,7 +86,7 @@ def floors_table(data: SiteData) -> Table:
     title = "Noise floor: how far one variant's time moved between runs of one commit"
     table = Table("stability-noise-floor", title, cols)
     for study in studies.names():
-        floor = noise_floor(data.runs, study)
+        floor = noise_floor(data.runs, study, stats=data.stats)
         row: dict[str, Any] = {"study": Text(study)}
         if not floor.groups:
             row["groups"] = Text("none", "no two runs of this study at one commit on one GPU are in force")

@@ -1,6 +1,12 @@
 """The tables of a comparison page: per direction and dtype, our time and the speedup over
 each peer (device time, then eager calls) and every variant's median; and the summary, one
-line per peer.  Table ids are ``<study>-<direction>-<dtype>[-...]``: permanent anchors."""
+line per peer.  Table ids are ``<study>-<direction>-<dtype>[-...]``: permanent anchors.
+
+Every number comes from the tidy frame of the runs: a case's measurements
+(:class:`publish.results.Measurement`) read their median, interval, bandwidth and share of
+the copy peak from the frame pivoted to one row per measurement
+(:class:`publish.frame.Stats`), and every win, loss and unresolved is the one verdict
+(:func:`publish.results.verdict`) on those numbers."""
 
 from __future__ import annotations
 
