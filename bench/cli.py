@@ -192,7 +192,7 @@ def withdraw(args: argparse.Namespace) -> int:
 def ledger_add(args: argparse.Namespace) -> int:
     """Record run files copied into data/runs (from a GPU machine): each is validated, and
     refused if it copies another run's measurements or was recorded with other contents."""
-    from publish import ledger
+    from contract import ledger
     from publish.runs import load_run, load_runs
 
     data: Path = args.data

@@ -4,7 +4,7 @@ The file on disk is always a complete, valid document: a sweep killed halfway le
 ``partial`` run holding every case it finished, never a truncated file.  Each write is
 checked against the contract the site enforces, so ``bench`` cannot produce a file that
 ``build.py`` would refuse, and written as strict JSON (no NaN or Infinity).  With a ledger
-(``data/ledger.json``, see :mod:`publish.ledger`) every write is recorded there too.
+(``data/ledger.json``, see :mod:`contract.ledger`) every write is recorded there too.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from contract import ledger
 from contract.schema import SCHEMA_VERSION, validate_run
-from publish import ledger
 
 
 def utc_now() -> str:

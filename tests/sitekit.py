@@ -47,7 +47,7 @@ def tamper(path: Path, change) -> None:  # type: ignore[no-untyped-def]
 
 def record(path: Path) -> None:
     """Record a run file written by a test in its project's ledger, as bench would."""
-    from publish import ledger
+    from contract import ledger
 
     data = path.parent.parent.parent
     entries = ledger.load(data) if (data / ledger.NAME).exists() else {}

@@ -23,7 +23,7 @@ L2 = H200["l2_bytes"]
 def project(tmp: Path) -> Path:
     """An empty project: templates and site configuration, no runs, no withdrawals, an
     empty ledger."""
-    from publish import ledger
+    from contract import ledger
 
     root = tmp / "project"
     (root / "data" / "runs").mkdir(parents=True)

@@ -24,9 +24,10 @@ import pytest
 import synthruns
 from sitekit import ROOT, record, tamper
 
+from contract import ledger
 from contract.schema import RunFileError
-from publish import ledger
 from publish.export import csv_cell, strict_json, to_csv, to_json
+from publish.ledger import check as ledger_check
 from publish.numbers import Num, Source
 from publish.review import entry_text, parse_withdrawals
 from publish.runs import load_run, load_runs, reference_gpu, same_gpu
@@ -162,7 +163,7 @@ def test_bench_records_each_run_it_writes_in_the_ledger(tmp_path) -> None:
 
 
 def test_the_stored_runs_are_all_in_the_ledger() -> None:
-    ledger.check(ROOT / "data", load_runs(ROOT / "data"))
+    ledger_check(ROOT / "data", load_runs(ROOT / "data"))
 
 
 # ----------------------------------------------------------------------------- 3. a study with no page
