@@ -510,3 +510,36 @@ class _NavLoader(yaml.SafeLoader):
 
 
 _NavLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
+
+
+def test_eager_target_reads_the_newest_full_run_only(tmp_path) -> None:
+    """The targets are judged on one run: a shape only an older run measured, with no eager
+    samples, no longer holds "no slower than Liger, eagerly" open; the newest run's own cases
+    still must all have eager samples."""
+    root = synthruns.project(tmp_path)
+    old = synthruns.softmax_doc("softmax-20261130T000000Z-aaaaaaa", "2026-11-30T00:00:00Z",
+                                shapes=((512, 4097), *synthruns.SOFTMAX_SHAPES))  # fmt: skip
+    for case in old["cases"]:
+        for v in case["variants"].values():
+            v.pop("eager_us", None)
+    old["method"]["eager_samples"] = False  # a run from before eager samples were taken
+    synthruns.write(root, old)
+    new_id = "softmax-20261201T000000Z-bbbbbbb"
+    synthruns.write(root, synthruns.softmax_doc(new_id, "2026-12-01T00:00:00Z"))
+    build(root, tmp_path / "site")
+    html = (tmp_path / "site" / "softmax.html").read_text()
+    assert _claim_status(html, "target-eager-liger") == "met"
+    assert f"In {new_id}, the newest full run that timed" in _text(html)
+
+    # A newest full run without eager samples of its own keeps the target open.
+    root2 = synthruns.project(tmp_path / "two")
+    newer = synthruns.softmax_doc(new_id, "2026-12-01T00:00:00Z")
+    for case in newer["cases"]:
+        for v in case["variants"].values():
+            v.pop("eager_us", None)
+    newer["method"]["eager_samples"] = False
+    synthruns.write(root2, newer)
+    build(root2, tmp_path / "site2")
+    html = (tmp_path / "site2" / "softmax.html").read_text()
+    assert _claim_status(html, "target-eager-liger") == "missed"
+    assert re.search(r"Not measured in \d+ cases", _text(html))

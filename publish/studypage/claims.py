@@ -151,7 +151,14 @@ def eager_everywhere(view: StudyView, t: Target) -> Claim:
     """As an eager call, ours no slower than the peer in every case the peer accepts."""
     assert isinstance(t.metric, EagerEverywhere)
     peer, label = t.metric.peer, view.label(t.metric.peer)
-    accepted = [c for c in view.results.cases.values() if c.get(peer) is not None]
+    # One run decides (the issue's "same run"): the newest full run that timed the peer.  A
+    # case only an older run measured (a shape the sweep no longer runs) is left to that
+    # run's record instead of holding the target open forever.
+    pool = [c for c in view.results.cases.values() if c.get(peer) is not None]
+    with_peer = {id(c.run) for c in pool}
+    runs = [r for r in view.results.runs if id(r) in with_peer]
+    deciding = next((r for r in reversed(runs) if not r.quick), runs[-1] if runs else None)
+    accepted = [c for c in pool if c.run is deciding]
     directions = sorted({c.params["direction"] for c in accepted}, key=view.directions().index) or view.directions()
     head = sentence(
         EAGER_HEAD
@@ -168,7 +175,9 @@ def eager_everywhere(view: StudyView, t: Target) -> Claim:
     unmeasured = [c for c in accepted if c.case_id not in both]
     losses = [c for c in measured if view.outcome(c.eager(), peer) == "loss"]
     text = head + sentence(
-        " Of {n} cases {peer} accepts, {m} have eager samples of both; ours was slower (resolved) in {k} of them.",
+        " In {run}, the newest full run that timed {peer}: of {n} cases {peer} accepts, {m} have eager samples of "
+        "both; ours was slower (resolved) in {k} of them.",
+        run=deciding.run_id,  # type: ignore[union-attr]
         n=Num(len(accepted), "count"),
         peer=label,
         m=Num(len(measured), "count"),
