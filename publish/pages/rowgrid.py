@@ -123,7 +123,8 @@ def rules_table(a: Analysis) -> Table:
 
 
 def policies_table(a: Analysis) -> Table:
-    cols = [Column("rule", "Rule", numeric=False)] + [Column(k, k, numeric=False) for k in GRID]
+    # Headers are the field names with spaces, so that they wrap (seven fields fit the page).
+    cols = [Column("rule", "Rule", numeric=False)] + [Column(k, k.replace("_", " "), numeric=False) for k in GRID]
     table = Table("rowgrid-policies", "The thresholds of each rule (fields of kernels.plans.RowPolicy)", cols)
     for rule, policy in a.policies.items():
         row: dict[str, Any] = {"rule": Text(rule, RULES.get(rule, "grid search"))}
