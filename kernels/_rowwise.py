@@ -1002,7 +1002,7 @@ class _Prepared:
     binding, no specialization key, no ``data_ptr()`` or pointer-attribute query per tensor
     inside the launcher, no launch hooks)."""
 
-    __slots__ = ("acc64", "bound", "index", "plan", "single", "steps")
+    __slots__ = ("acc64", "bound", "index", "pair", "plan", "single", "steps")
 
     def __init__(self, plan: RowPlan, steps: list[_Step], index: int, acc64: bool) -> None:
         self.plan, self.steps, self.index, self.acc64 = plan, steps, index, acc64
@@ -1010,6 +1010,9 @@ class _Prepared:
         # One launch over the row roles with no scratch (block and looped plans): the whole
         # call in one tuple, bound after the first launch compiled the kernel.
         self.single: tuple[Any, ...] | None = None
+        # The two-launch split without extras, likewise: both launches and the scratch's
+        # dtype, bound once both kernels are compiled (see split_call).
+        self.pair: tuple[Any, ...] | None = None
 
     def __call__(
         self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, n_rows: int, extras: RowExtras = _NO_EXTRAS
@@ -1054,6 +1057,8 @@ class _Prepared:
                     self.bound[i] = bound
                     if len(self.steps) == 1 and step.roles == ROW_ROLES:
                         self.single = (*bound, step.rows_per_program, step.consts)
+                    elif i == 1:
+                        self.pair = self.bind_pair()
                 continue
             if stream == -1:
                 stream = current_stream(self.index)
@@ -1063,6 +1068,30 @@ class _Prepared:
                 ptrs.update({k: v.data_ptr() for k, v in scratch.items()})
             launch(grid, 1, 1, stream, function, coop, pdl, None, None, metadata, None, None, None,
                    *[ptrs[r] for r in step.roles], n_rows, *strides, *step.consts)  # fmt: skip
+
+    def bind_pair(self) -> tuple[Any, ...] | None:
+        """The two-launch split's launches for :meth:`split_call`, once both are bound."""
+        if self.plan.kind != "split" or self.plan.one_launch or len(self.steps) != 2 or None in self.bound:
+            return None
+        dtype = torch.float64 if self.acc64 else torch.float32
+        return (self.bound[0], self.steps[0].consts, self.bound[1], self.steps[1].consts, self.plan.chunks, dtype)
+
+    def split_call(self, pa: int, pb: int, po: int, sa: int, sb: int, so: int, n_rows: int) -> None:
+        """The two-launch split of a call without extras: one scratch allocation (the chunks'
+        statistics) and the two compiled launches, nothing else.  The general path above cost
+        45-51 µs of host time per call on the H200 (4 x 32769 bf16; torch.softmax 10.5;
+        notes/probe_split_host.py).  Its launches are checked argument by argument against
+        the general path's (tests/test_launch_paths.py); notes/check_split_fast.py checks it
+        on a GPU."""
+        (l0, f0, m0, c0, p0), consts0, (l1, f1, m1, c1, p1), consts1, chunks, dtype = self.pair  # type: ignore[misc]
+        stats = torch.empty(n_rows * chunks * 2, device=self.index, dtype=dtype)
+        ps = stats.data_ptr()
+        grid = n_rows * chunks
+        stream = current_stream(self.index)
+        l0(grid, 1, 1, stream, f0, c0, p0, None, None, m0, None, None, None,
+           pa, pb, pa, pa, ps, n_rows, sa, sb, sa, so, so, *consts0)  # fmt: skip
+        l1(grid, 1, 1, stream, f1, c1, p1, None, None, m1, None, None, None,
+           pa, pb, pa, pa, po, po, po, ps, n_rows, sa, sb, sa, so, so, *consts1)  # fmt: skip
 
 
 _HOOKS = knobs.runtime.launch_enter_hook  # a profiler's hooks need Triton's own launch path
@@ -1158,7 +1187,9 @@ class RowCall:
             plan = prepared.plan
             if n_rows * plan.chunks <= MAX_GRID_X * plan.rows_per_program:
                 single = prepared.single
-                if single is None or extras is not _NO_EXTRAS:
+                if prepared.pair is not None and extras is _NO_EXTRAS:
+                    prepared.split_call(pa, pb, po, sa, sb, so, n_rows)
+                elif single is None or extras is not _NO_EXTRAS:
                     prepared(a, a if b is None else b, out, n_rows, extras)
                 else:  # one launch, no scratch, no extras: straight to the compiled launcher
                     launch, function, metadata, coop, pdl, rows_per_program, consts = single

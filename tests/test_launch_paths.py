@@ -1,0 +1,80 @@
+"""The eager launch paths pass the compiled kernels what the general path passes.
+
+The bound fast paths (``_Prepared.single``, ``_Prepared.split_call``) only run on a GPU, so
+the interpreter suite never reaches them.  Here the compiled launchers are replaced by
+recorders and the GPU stream by a constant, and each fast path's launches are compared with
+the general path's, argument by argument: the pointers and strides of every role, the grid,
+the stream, the flags and the constexprs.  The only argument allowed to differ is the
+scratch pointer of the chunks' statistics (each path allocates its own).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernels import _rowwise as rw
+from kernels.plans import plan_rows
+from kernels.softmax import BACKWARD, BACKWARD_POLICY, FORWARD, POLICY
+
+HEAD = 13  # grid (3), stream, function, cooperative, pdl, two scratches, metadata, three hooks
+
+
+class Recorder:
+    def __init__(self, name: str) -> None:
+        self.name, self.calls = name, []
+
+    def __call__(self, *args):  # type: ignore[no-untyped-def]
+        self.calls.append(args)
+
+
+def _prepared(op, policy, rows: int, width: int, vec: int, align: int):  # type: ignore[no-untyped-def]
+    pad = vec - 1 if align == rw.ALIGN_WINDOW else 0
+    plan = plan_rows(rows, width, 2, 132, policy, "split", pad)
+    steps = rw._steps(op, plan, width, vec, align, torch.bfloat16, torch.bfloat16)
+    prepared = rw._Prepared(plan, steps, "cpu", False)  # scratch on the CPU: only its pointer is used
+    launches = [Recorder("reduce"), Recorder("apply")]
+    prepared.bound = [(launches[i], f"function{i}", f"metadata{i}", 0, i) for i in range(2)]
+    prepared.pair = prepared.bind_pair()
+    return plan, steps, prepared, launches
+
+
+@pytest.mark.parametrize("backward", [False, True])
+@pytest.mark.parametrize(("width", "stride", "align"), [(50257, 50264, rw.ALIGN_WINDOW), (65536, 65536, rw.ALIGN_ROWS)])
+def test_split_fast_path_launches_what_the_general_path_launches(monkeypatch, backward, width, stride, align) -> None:
+    monkeypatch.setattr(rw, "current_stream", lambda index: 12345)
+    op, policy = (BACKWARD, BACKWARD_POLICY) if backward else (FORWARD, POLICY)
+    rows = 3
+    plan, steps, prepared, launches = _prepared(op, policy, rows, width, 8, align)
+    assert plan.kind == "split" and plan.chunks > 1 and prepared.pair is not None
+    a = torch.empty(rows, stride, dtype=torch.bfloat16)[:, :width]
+    b = torch.empty(rows, stride + 8, dtype=torch.bfloat16)[:, :width] if backward else a
+    out = torch.empty(rows, stride + 16, dtype=torch.bfloat16)[:, :width]
+
+    prepared(a, b, out, rows)  # the general path
+    general = [r.calls.pop() for r in launches]
+    prepared.split_call(a.data_ptr(), b.data_ptr(), out.data_ptr(), a.stride(0), b.stride(0), out.stride(0), rows)
+    fast = [r.calls.pop() for r in launches]
+
+    for step, g, f in zip(steps, general, fast, strict=True):
+        assert len(g) == len(f) == HEAD + len(step.roles) + 1 + 5 + len(step.consts)
+        stats = HEAD + step.roles.index("stats")
+        differ = [i for i, (x, y) in enumerate(zip(g, f, strict=True)) if x != y]
+        assert differ == [stats], (step.roles, differ)
+        assert g[0] == f[0] == rows * plan.chunks and g[3] == f[3] == 12345
+    # the apply launch is the programmatic dependent one, in both
+    assert general[1][6] == fast[1][6] == 1 and general[0][6] == fast[0][6] == 0
+    # both launches of one call read one statistics buffer
+    assert fast[0][HEAD + steps[0].roles.index("stats")] == fast[1][HEAD + steps[1].roles.index("stats")]
+
+
+def test_no_fast_pair_for_plans_it_does_not_cover() -> None:
+    for kind in ("block", "looped"):
+        plan = plan_rows(64, 50257, 2, 132, POLICY, kind, 7)
+        steps = rw._steps(FORWARD, plan, 50257, 8, rw.ALIGN_WINDOW, torch.bfloat16, torch.bfloat16)
+        prepared = rw._Prepared(plan, steps, "cpu", False)
+        prepared.bound = [("launch", "f", "m", 0, 0)] * len(steps)
+        assert prepared.bind_pair() is None, kind
+    _plan, _steps, half_bound, _launches = _prepared(FORWARD, POLICY, 3, 50257, 8, rw.ALIGN_WINDOW)
+    half_bound.bound[1] = None
+    assert half_bound.bind_pair() is None
