@@ -8,10 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 from publish.claims import Claim, sentence
-from publish.numbers import Num, definition
+from publish.numbers import Num
 from publish.results import CaseResult
 from publish.studypage.claims import eager_flips, pairwise, warm_exceeds_dram
 from publish.studypage.common import DEVICE_TIME, cases_evidence, l2_cell, time_or_why
+from publish.studypage.rowwise import COPY_TARGET, QUACK_TARGET, WHY_QUACK, WIDE_COLD_TARGET
 from publish.studypage.spec import (
     DIRECTION_TITLES,
     AtMost,
@@ -34,18 +35,10 @@ from publish.tables import Column, Table, Text
 OURS = "triton"
 PEERS = ("torch", "eager", "compile", "liger", "quack")
 PLANS = ("triton", "triton-looped", "triton-split")  # the planner's choice, then each plan forced
-# Set, not measured: the targets (issue 8's performance list).
-COPY_TARGET = definition(90, "pct", "target: fraction of the copy bandwidth measured in the same run")
-WIDE_COLD_TARGET = definition(70, "pct", "target: fraction of the copy bandwidth, cold L2")
-QUACK_TARGET = definition(1.10, "x", "target: our time at most this multiple of QuACK's")
 # The shapes the targets name (issue 8).
 DRAM_BOUND = Case("fwd", "bf16", 16384, 4096)
 WIDE = Case("fwd", "bf16", 64, 131072)
 STEP = Case("fwd+bwd", "bf16", 16384, 4096)
-WHY_QUACK = (
-    "QuACK keeps a whole row on chip across a cluster of thread blocks and reads it from memory once; our looped "
-    "and split plans read a row this wide twice (the second time hoping to find it in L2)."
-)
 
 
 def explain(c: CaseResult, peer: str) -> str | None:

@@ -17,6 +17,7 @@ from publish.results import CaseResult
 from publish.studypage.charts import missing
 from publish.studypage.claims import eager_flips, pairwise, warm_exceeds_dram
 from publish.studypage.common import DEVICE_TIME, EAGER_CALL, cases_evidence, l2_cell, time_or_why
+from publish.studypage.rowwise import COPY_TARGET, QUACK_TARGET, WHY_QUACK, WIDE_COLD_TARGET
 from publish.studypage.spec import (
     DIRECTION_TITLES,
     AtMost,
@@ -46,17 +47,10 @@ PLANS = {
     "triton-split": "split (two launches)",
     "triton-split-1launch": "split (one launch)",
 }
-# Set, not measured: the targets (issue 6's performance list; the study catalogue's copy target).
-COPY_TARGET = definition(90, "pct", "target: fraction of the copy bandwidth measured in the same run")
+# Set, not measured: the targets only softmax has (issue 6; the shared ones: publish/studypage/rowwise.py).
 VOCAB_COPY_TARGET = definition(85, "pct", "target: fraction of the copy bandwidth measured in the same run")
-WIDE_COLD_TARGET = definition(70, "pct", "target: fraction of the copy bandwidth, cold L2")
-QUACK_TARGET = definition(1.10, "x", "target: our time at most this multiple of QuACK's")
 EAGER_TORCH_TARGET = definition(2, "x_set", "target: our eager call at most this multiple of torch.softmax's")
 LIGER_WIDEST = 65536  # Liger-Kernel's widest row (its largest Triton block), a limit of the library
-WHY_QUACK = (
-    "QuACK keeps a whole row on chip across a cluster of thread blocks and reads it from memory once; our looped "
-    "and split plans read a row this wide twice (the second time hoping to find it in L2)."
-)
 # The shapes the targets name (issue 6), and the one case where both fused kernels are bound by DRAM.
 VOCAB = Case("fwd", "bf16", 4096, 50257)
 DRAM_BOUND = Case("fwd", "bf16", 16384, 4096)
