@@ -1027,6 +1027,9 @@ class _Prepared:
                 pa, b.data_ptr(), pa, pa, po, po, po, n_rows, sa, b.stride(0), sa, so, so, *consts,
             )  # fmt: skip
             return
+        if self.pair is not None and extras is _NO_EXTRAS:
+            self.split_call(a.data_ptr(), b.data_ptr(), out.data_ptr(), a.stride(0), b.stride(0), out.stride(0), n_rows)
+            return
         plan = self.plan
         tensors = _row_tensors(a, b, out, extras)
         strides = _strides(tensors)

@@ -51,9 +51,11 @@ def test_split_fast_path_launches_what_the_general_path_launches(monkeypatch, ba
     b = torch.empty(rows, stride + 8, dtype=torch.bfloat16)[:, :width] if backward else a
     out = torch.empty(rows, stride + 16, dtype=torch.bfloat16)[:, :width]
 
+    pair, prepared.pair = prepared.pair, None
     prepared(a, b, out, rows)  # the general path
     general = [r.calls.pop() for r in launches]
-    prepared.split_call(a.data_ptr(), b.data_ptr(), out.data_ptr(), a.stride(0), b.stride(0), out.stride(0), rows)
+    prepared.pair = pair
+    prepared(a, b, out, rows)  # with the pair bound, the call takes split_call
     fast = [r.calls.pop() for r in launches]
 
     for step, g, f in zip(steps, general, fast, strict=True):

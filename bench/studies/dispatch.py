@@ -37,7 +37,9 @@ from kernels import _rowwise
 
 softmax_module = importlib.import_module("kernels.softmax")  # the package attribute is the function
 
-SHAPES = [(32, 127), (1024, 1024)]
+# Two block-plan shapes, and a few wide rows that take the two-launch split plan (its eager
+# path is a separate one: one statistics allocation, two launches).
+SHAPES = [(32, 127), (1024, 1024), (4, 32769)]
 CALLS = 100
 CHAIN = 16
 
