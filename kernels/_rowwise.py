@@ -1143,9 +1143,10 @@ class RowCall:
     def _lookup(
         self, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, force: PlanKind | None,
         extras: RowExtras,
-    ) -> tuple[_Prepared, int, int, int, int, int, int] | None:  # fmt: skip
-        # (prepared launch, the three pointers, the three row strides): each read once per
-        # call, for the key and for the launch.
+    ) -> tuple[_Prepared, tuple[int, ...], tuple[int, ...]] | None:  # fmt: skip
+        # (prepared launch, the pointers of the seven roles, the five row strides): each read
+        # once per call, for the key and for the launch.  A role the call lacks is passed as
+        # a (c, w) or out (out2, rstat), as _row_tensors does, and never read.
         index = a.get_device()
         if index < 0 or INTERPRETER or _HOOKS.calls or index != _current_device():
             return None
@@ -1164,18 +1165,31 @@ class RowCall:
             width, a.dtype, b_dtype, out.dtype, index, force, n_rows < th[0], n_rows >= th[1], n_rows <= 1,
             pa & 15, pb & 15, po & 15, sa & 7, sb & 7, so & 7,
         )  # fmt: skip
-        if extras is not _NO_EXTRAS:
-            t = _row_tensors(a, b, out, extras)
-            key = (*key, extras.flags(self.op), extras.arg,
-                   *[(t[r].dtype, t[r].data_ptr() & 15) for r in ("c", "w", "out2", "rstat")],
-                   t["c"].stride(0) & 7, t["out2"].stride(0) & 7)  # fmt: skip
+        if extras is _NO_EXTRAS:
+            ptrs, strides = (pa, pb, pa, pa, po, po, po), (sa, sb, sa, so, so)
+        else:
+            c = a if extras.c is None else extras.c
+            w = a if extras.w is None else extras.w
+            o2 = out if extras.out2 is None else extras.out2
+            rs = out if extras.rstat is None else extras.rstat
+            pc, pw, po2, prs, sc, so2 = (
+                c.data_ptr(),
+                w.data_ptr(),
+                o2.data_ptr(),
+                rs.data_ptr(),
+                c.stride(0),
+                o2.stride(0),
+            )
+            ptrs, strides = (pa, pb, pc, pw, po, po2, prs), (sa, sb, sc, so, so2)
+            key = (*key, extras.flags(self.op), extras.arg, c.dtype, pc & 15, w.dtype, pw & 15, o2.dtype, po2 & 15,
+                   rs.dtype, prs & 15, sc & 7, so2 & 7)  # fmt: skip
         prepared = self._prepared.get(key)
         if prepared is None:
             plan, vec, align = self.plan(a, b, out, force, extras)
             acc64 = torch.float64 in (a.dtype, out.dtype)
             steps = _steps(self.op, plan, width, vec, align, a.dtype, out.dtype, extras.flags(self.op), extras.arg)
             prepared = self._prepared[key] = _Prepared(plan, steps, index, acc64)
-        return prepared, pa, pb, po, sa, sb, so
+        return prepared, ptrs, strides
 
     def __call__(
         self, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, force: PlanKind | None = None,
@@ -1186,21 +1200,21 @@ class RowCall:
             return None
         found = self._lookup(a, b, out, force, extras)
         if found is not None:
-            prepared, pa, pb, po, sa, sb, so = found
+            prepared, ptrs, strides = found
             plan = prepared.plan
             if n_rows * plan.chunks <= MAX_GRID_X * plan.rows_per_program:
                 single = prepared.single
-                if prepared.pair is not None and extras is _NO_EXTRAS:
-                    prepared.split_call(pa, pb, po, sa, sb, so, n_rows)
-                elif single is None or extras is not _NO_EXTRAS:
-                    prepared(a, a if b is None else b, out, n_rows, extras)
-                else:  # one launch, no scratch, no extras: straight to the compiled launcher
+                if single is not None:  # one launch, no scratch: straight to the compiled launcher
                     launch, function, metadata, coop, pdl, rows_per_program, consts = single
                     launch(
                         -(-n_rows // rows_per_program), 1, 1, current_stream(prepared.index), function, coop, pdl,
-                        None, None, metadata, None, None, None, pa, pb, pa, pa, po, po, po, n_rows, sa, sb, sa, so, so,
-                        *consts,
+                        None, None, metadata, None, None, None, *ptrs, n_rows, *strides, *consts,
                     )  # fmt: skip
+                elif prepared.pair is not None and extras is _NO_EXTRAS:
+                    pa, pb, _pc, _pw, po, _po2, _prs = ptrs
+                    prepared.split_call(pa, pb, po, strides[0], strides[1], strides[3], n_rows)
+                else:
+                    prepared(a, a if b is None else b, out, n_rows, extras)
                 return plan
         plan, vec, align = self.plan(a, b, out, force, extras)
         run_rows(self.op, plan, a, b, out, align, vec, extras)  # also batches rows past the grid's limit

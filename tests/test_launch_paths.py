@@ -80,3 +80,77 @@ def test_no_fast_pair_for_plans_it_does_not_cover() -> None:
     _plan, _steps, half_bound, _launches = _prepared(FORWARD, POLICY, 3, 50257, 8, rw.ALIGN_WINDOW)
     half_bound.bound[1] = None
     assert half_bound.bind_pair() is None
+
+
+class _OnGpu0(torch.Tensor):
+    """A CPU tensor that says it lives on GPU 0, so that RowCall takes its eager fast path."""
+
+    def get_device(self) -> int:  # type: ignore[override]
+        return 0
+
+
+def _gpu0(t: torch.Tensor) -> torch.Tensor:
+    return t.as_subclass(_OnGpu0)
+
+
+def _rmsnorm_calls():  # type: ignore[no-untyped-def]
+    import sys
+
+    from kernels import rmsnorm  # noqa: F401  (the module, for its row ops)
+
+    rn = sys.modules["kernels.rmsnorm"]
+    return rn.FORWARD, rn.BACKWARD, rn.POLICY, rn.BACKWARD_POLICY
+
+
+@pytest.mark.parametrize("which", ["softmax", "rmsnorm-forward", "rmsnorm-forward-no-residual", "rmsnorm-backward"])
+@pytest.mark.parametrize(("width", "stride"), [(4097, 4104), (4096, 4096)])
+def test_single_launch_fast_path_launches_what_the_general_path_launches(monkeypatch, which, width, stride) -> None:
+    monkeypatch.setattr(rw, "INTERPRETER", False)
+    monkeypatch.setattr(rw, "_current_device", lambda: 0)
+    monkeypatch.setattr(rw, "current_stream", lambda index: 12345)
+    rows = 5
+
+    def rows_of(extra: int = 0) -> torch.Tensor:
+        return _gpu0(torch.empty(rows, stride + extra, dtype=torch.bfloat16)[:, :width])
+
+    a, out = rows_of(), rows_of(16)
+    b, extras = None, rw.RowExtras()
+    if which == "softmax":
+        op, policy = FORWARD, POLICY
+    else:
+        fwd, bwd, fpol, bpol = _rmsnorm_calls()
+        w = _gpu0(torch.empty(width, dtype=torch.bfloat16))
+        if which == "rmsnorm-forward":
+            op, policy, extras = fwd, fpol, rw.RowExtras(c=rows_of(8), w=w, out2=rows_of(24), arg=1e-6)
+        elif which == "rmsnorm-forward-no-residual":
+            op, policy, extras = fwd, fpol, rw.RowExtras(w=w, arg=1e-6)
+        else:
+            rstd = _gpu0(torch.empty(rows, dtype=torch.float32))
+            op, policy, b = bwd, bpol, rows_of(8)
+            extras = rw.RowExtras(c=rows_of(24), w=w, rstat=rstd, arg=1e-6)
+    call = rw.RowCall(op, policy)
+    found = call._lookup(a, b, out, None, extras)
+    assert found is not None
+    prepared = found[0]
+    assert prepared.plan.kind == "block" and len(prepared.steps) == 1
+    launch = Recorder("block")
+    bound = (launch, "function", "metadata", 0, 0)
+    prepared.bound = [bound]
+    prepared.single = (*bound, prepared.steps[0].rows_per_program, prepared.steps[0].consts)
+
+    call(a, b, out, None, extras)  # the fast path
+    fast = launch.calls.pop()
+    single, prepared.single = prepared.single, None
+    prepared(a, a if b is None else b, out, rows, extras)  # the general path
+    general = launch.calls.pop()
+    assert fast == general
+    # and the pointers are the roles' own: nothing passed as another role's
+    ptrs = fast[HEAD : HEAD + 7]
+    assert ptrs[0] == a.data_ptr() and ptrs[4] == out.data_ptr()
+    if extras.c is not None:
+        assert ptrs[2] == extras.c.data_ptr() and fast[HEAD + 7 + 3] == extras.c.stride(0)
+    if extras.out2 is not None:
+        assert ptrs[5] == extras.out2.data_ptr() and fast[HEAD + 7 + 5] == extras.out2.stride(0)
+    if extras.rstat is not None:
+        assert ptrs[6] == extras.rstat.data_ptr()
+    prepared.single = single
