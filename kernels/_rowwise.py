@@ -1230,11 +1230,16 @@ def _column_partial_sum(
     rows_per_split: tl.int64, BLOCK_COLS: tl.constexpr, BLOCK_ROWS: tl.constexpr, HAS_Y: tl.constexpr,
     HAS_SCALE: tl.constexpr, ACC: tl.constexpr,
 ):  # fmt: skip
-    # Program (column block, row split) sums its rows of its columns in fp32, in row order:
-    # x (times y, times scale[row]) read once, BLOCK_COLS fp32 partials written (fp64 for fp64).
+    # Program (column block, row split) sums its rows of its columns in fp32: x (times y, times
+    # scale[row]) read once, BLOCK_COLS fp32 partials written (fp64 for fp64).  The sum runs
+    # in BLOCK_ROWS slots per column kept in registers and folds them once at the end: folding
+    # every step took a shared-memory reduction and its barriers per BLOCK_ROWS rows (3
+    # bar.sync in the loop), which left the loop waiting instead of loading.  The order is
+    # fixed (row r of a split goes to slot r mod BLOCK_ROWS), so the bits are the same on every
+    # run and for every row count that splits the same way.
     cols = tl.program_id(0) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
     split = tl.program_id(1).to(tl.int64)
-    acc = tl.zeros((BLOCK_COLS,), ACC)
+    acc = tl.zeros((BLOCK_ROWS, BLOCK_COLS), ACC)
     r0 = split * rows_per_split
     for i in range(0, rows_per_split, BLOCK_ROWS):
         rows = r0 + i + tl.arange(0, BLOCK_ROWS)
@@ -1245,8 +1250,8 @@ def _column_partial_sum(
             v *= tl.load(y_ptr + rows[:, None] * y_stride + cols[None, :], mask=mask, other=0).to(ACC)
         if HAS_SCALE:
             v *= tl.load(scale_ptr + rows, mask=ok, other=0).to(ACC)[:, None]
-        acc += tl.sum(tl.where(mask, v, 0.0), axis=0)
-    tl.store(part_ptr + split * width + cols, acc, mask=cols < width)
+        acc += tl.where(mask, v, 0.0)
+    tl.store(part_ptr + split * width + cols, tl.sum(acc, axis=0), mask=cols < width)
 
 
 @triton.jit(do_not_specialize=["splits", "width"])
@@ -1300,7 +1305,7 @@ def column_sum(
             return column_sum(x, plan, y=y, row_scale=row_scale, out_dtype=out_dtype)
     _column_partial_sum[(col_blocks, plan.splits)](
         x, x if y is None else y, x if row_scale is None else row_scale, part, n_rows, width, x.stride(0),
-        x.stride(0) if y is None else y.stride(0), plan.rows_per_split, BLOCK_COLS=plan.block_cols, BLOCK_ROWS=8,
+        x.stride(0) if y is None else y.stride(0), plan.rows_per_split, BLOCK_COLS=plan.block_cols, BLOCK_ROWS=16,
         HAS_Y=y is not None, HAS_SCALE=row_scale is not None, ACC=acc, num_warps=plan.num_warps,
     )  # fmt: skip
     _column_final_sum[(col_blocks,)](part, out, plan.splits, width, BLOCK_COLS=plan.block_cols, ACC=acc)

@@ -74,6 +74,8 @@ MUTANTS = [
      "            v *= 1.0"),
     ("column sum: a row split's partial overlaps the next split", "kernels/_rowwise.py",
      "ok = (rows < n_rows) & (rows < r0 + rows_per_split)", "ok = rows < n_rows"),
+    ("column sum: the row slots folded by max, not summed", "kernels/_rowwise.py",
+     "cols, tl.sum(acc, axis=0), mask=cols < width)", "cols, tl.max(acc, axis=0), mask=cols < width)"),
     ("row sum: the split merge drops chunks (one program's sum)", "kernels/rowsum.py",
      "return m, s + tl.sum(s_parts, axis=1)", "return m, s + tl.max(s_parts, axis=1)"),
 ]  # fmt: skip
