@@ -1303,10 +1303,21 @@ def column_sum(
     if x.is_cuda and x.device.index != torch.cuda.current_device():  # Triton launches on the current GPU
         with torch.cuda.device(x.device):
             return column_sum(x, plan, y=y, row_scale=row_scale, out_dtype=out_dtype)
-    _column_partial_sum[(col_blocks, plan.splits)](
-        x, x if y is None else y, x if row_scale is None else row_scale, part, n_rows, width, x.stride(0),
-        x.stride(0) if y is None else y.stride(0), plan.rows_per_split, BLOCK_COLS=plan.block_cols, BLOCK_ROWS=16,
-        HAS_Y=y is not None, HAS_SCALE=row_scale is not None, ACC=acc, num_warps=plan.num_warps,
+    # Both launches through the cached launchers (Triton's own kernel[grid] path costs tens of
+    # µs of host time per launch, a training step's eager backward pays it twice).
+    yy = x if y is None else y
+    scale = x if row_scale is None else row_scale
+    index = x.device.index if x.is_cuda else -1
+    key = (index, *[(t.dtype, t.data_ptr() % VECTOR_BYTES == 0) for t in (x, yy, scale, part, out)])
+    _COLUMN_PARTIAL.launch(
+        key, index, (col_blocks, plan.splits, 1),
+        (x, yy, scale, part, n_rows, width, x.stride(0), yy.stride(0), plan.rows_per_split),
+        (plan.block_cols, COLUMN_BLOCK_ROWS, y is not None, row_scale is not None, acc), plan.num_warps,
     )  # fmt: skip
-    _column_final_sum[(col_blocks,)](part, out, plan.splits, width, BLOCK_COLS=plan.block_cols, ACC=acc)
+    _COLUMN_FINAL.launch(key, index, (col_blocks, 1, 1), (part, out, plan.splits, width), (plan.block_cols, acc), 4)
     return out
+
+
+COLUMN_BLOCK_ROWS = 16  # row slots per column of the partial sums (see _column_partial_sum)
+_COLUMN_PARTIAL = FastKernel(_column_partial_sum)
+_COLUMN_FINAL = FastKernel(_column_final_sum)
