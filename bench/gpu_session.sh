@@ -7,7 +7,7 @@
 #
 # Stages: tests (pytest -m gpu), probe (notes/probe_resident.py), sweep / sweep-quick (softmax study),
 # rmsnorm / rmsnorm-quick, rowsum / rowsum-quick (row sum and vector add), grid / grid-quick (row-plan
-# grid), dispatch / dispatch-quick.  Wheels: Liger-Kernel in .whl/; QuACK's halves in .quack1/
+# grid: softmax's and RMSNorm's cells; grid-rmsnorm: RMSNorm's alone), dispatch / dispatch-quick.  Wheels: Liger-Kernel in .whl/; QuACK's halves in .quack1/
 # (copied to /tmp/quack, which lives as long as the machine) and .quack2/ (reassembled and
 # installed; ../shared/device/quack-prepare.sh explains).  Where the working tree plus .quack1
 # pass the 64 MiB a call carries, .quack1's small wheels and cu13.name move to .quack0/, carried
@@ -48,7 +48,8 @@ for s in "${list[@]}"; do
     rowsum-quick) bench 90 rowsum_add --quick ;;
     rowsum) bench ${LAB_ROWSUM_S:-150} rowsum_add ;;
     grid-quick) bench 120 rowgrid --quick ;;
-    grid) bench ${LAB_GRID_S:-280} rowgrid ;;
+    grid) bench ${LAB_GRID_S:-520} rowgrid ;;
+    grid-rmsnorm) bench ${LAB_GRID_S:-280} rowgrid --only rmsnorm ;;
     dispatch-quick) bench 90 dispatch --quick ;;
     dispatch) bench 110 dispatch ;;
     probe) timeout ${LAB_PROBE_S:-200} python3 notes/probe_resident.py 2>&1 | tee "$out/probe-resident.log" | tail -80 ;;

@@ -106,10 +106,27 @@ def make_cell(case: CaseResult) -> Cell:
     return Cell(case, int(case.params["rows"]), int(case.params["cols"]), plans, best)
 
 
-def grid_cells(results: StudyResults, run: Run) -> list[Cell]:
-    """The cells ``run`` measured, by width then rows."""
-    cells = [make_cell(c) for c in results.run_cases(run.run_id) if "rows" in c.params and "cols" in c.params]
+OPS = ("softmax", "rmsnorm")  # the operators a grid run may time (bench/studies/rowgrid.py)
+
+
+def op_of(case: CaseResult) -> str:
+    return str(case.params.get("op", "softmax"))
+
+
+def grid_cells(results: StudyResults, run: Run, op: str = "softmax") -> list[Cell]:
+    """The cells of operator ``op`` that ``run`` measured, by width then rows."""
+    cells = [
+        make_cell(c)
+        for c in results.run_cases(run.run_id)
+        if "rows" in c.params and "cols" in c.params and op_of(c) == op
+    ]
     return sorted(cells, key=lambda c: (c.cols, c.rows))
+
+
+def shipped_policy(op: str) -> Any:
+    """The policy the operator's kernels launch with (kernels/plans.py)."""
+    plans = _plans()
+    return plans.RMSNORM_POLICY if op == "rmsnorm" else plans.SOFTMAX_POLICY
 
 
 @dataclass(frozen=True)
@@ -249,29 +266,32 @@ class Analysis:
 SHIPPED = "shipped"
 NEVER_SPLIT = "never split"
 DEFAULTS = "RowPolicy defaults"
-_CACHE: dict[tuple[int, ...], Analysis] = {}
+_CACHE: dict[tuple[Any, ...], Analysis] = {}
 
 
 def fitted_name(run: Run) -> str:
     return f"fitted on {run.run_id}"
 
 
-def analyse(results: StudyResults) -> Analysis:
-    """Every rule scored on every valid run, and the fits (cached per set of runs: the review
-    record evaluates the pages again for every earlier set of runs)."""
+def analyse(results: StudyResults, op: str = "softmax") -> Analysis:
+    """Every rule scored on every valid run holding cells of ``op``, and the fits (cached per
+    set of runs and operator: the review record evaluates the pages again for every earlier
+    set of runs)."""
     # Keyed by the Run objects themselves (the analysis keeps them alive, so their ids stay
     # theirs): the same run ids in another build may hold other data.
-    key = tuple(id(r) for r in results.runs)
+    key = (op, *(id(r) for r in results.runs))
     if key in _CACHE:
         return _CACHE[key]
     if len(_CACHE) > 64:
         _CACHE.clear()
     plans = _plans()
-    runs = list(results.runs)
-    cells = {r.run_id: grid_cells(results, r) for r in runs}
+    cells = {r.run_id: grid_cells(results, r, op) for r in results.runs}
+    runs = [r for r in results.runs if cells[r.run_id]]
+    cells = {r.run_id: cells[r.run_id] for r in runs}
+    shipped = shipped_policy(op)
     policies: dict[str, Any] = {
-        SHIPPED: plans.SOFTMAX_POLICY,
-        NEVER_SPLIT: dataclasses.replace(plans.SOFTMAX_POLICY, split_rows_per_sm=0.0),
+        SHIPPED: shipped,
+        NEVER_SPLIT: dataclasses.replace(shipped, split_rows_per_sm=0.0),
         DEFAULTS: plans.RowPolicy(),
     }
     fits: list[Fit] = []

@@ -6,7 +6,9 @@ same assertions catch them."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import html
 import re
 from pathlib import Path
 
@@ -266,3 +268,49 @@ def test_search_grid_is_the_issue_grid() -> None:
     default = RowPolicy()
     assert all(p.pack_elems == default.pack_elems and p.narrow_split_width == default.narrow_split_width
                for p in policies)  # fmt: skip
+
+
+def _as_rmsnorm(cases: list[dict]) -> list[dict]:
+    """The same cells as RMSNorm's (bench/studies/rowgrid.py's ids and op)."""
+    out = []
+    for c in cases:
+        c = copy.deepcopy(c)
+        c["id"] = "rmsnorm/" + c["id"]
+        c["case"]["op"] = "rmsnorm"
+        out.append(c)
+    return out
+
+
+def test_rmsnorm_cells_are_scored_apart_from_softmax(monkeypatch: pytest.MonkeyPatch) -> None:
+    rms_policy = dataclasses.replace(SOFTMAX_POLICY, split_rows_per_sm=2.0)  # not softmax's: told apart below
+    monkeypatch.setattr(kernels.plans, "RMSNORM_POLICY", rms_policy)
+    soft_a, soft_b = _threshold_cells(264), _threshold_cells(66)
+    # RMSNorm's cells of the same shapes, with the threshold the other way round: mixed into
+    # softmax's cells (same rows and widths) they would change every number below.
+    rms_a, rms_b = _as_rmsnorm(_threshold_cells(66)), _as_rmsnorm(_threshold_cells(264))
+    mixed = [_run("rowgrid-a", "2026-12-01T00:00:00Z", soft_a + rms_a),
+             _run("rowgrid-b", "2026-12-02T00:00:00Z", soft_b + rms_b)]  # fmt: skip
+    alone = [_run("rowgrid-a", "2026-12-01T00:00:00Z", soft_a), _run("rowgrid-b", "2026-12-02T00:00:00Z", soft_b)]
+    a_mixed, a_alone = rowgrid.analyse(StudyResults("rowgrid", mixed)), rowgrid.analyse(StudyResults("rowgrid", alone))
+    assert [len(v) for v in a_mixed.cells.values()] == [4, 4]
+    for rule in a_alone.rules:
+        for run_id, s in a_alone.rules[rule].items():
+            assert a_mixed.rules[rule][run_id].regrets == s.regrets, (rule, run_id)
+    assert a_mixed.forward_fit.fitted_on.policy == a_alone.forward_fit.fitted_on.policy  # type: ignore[union-attr]
+    # RMSNorm's own analysis sees only its cells: its fit on the older run splits below 66.
+    rms = rowgrid.analyse(StudyResults("rowgrid", mixed), "rmsnorm")
+    assert all(c.case.case_id.startswith("rmsnorm/") for c in rms.cells["rowgrid-a"])
+    assert rms.forward_fit is not None and rms.forward_fit.fitted_on.policy.split_rows_per_sm == 0.5
+    assert rms.policies[rowgrid.SHIPPED] is rms_policy and a_mixed.policies[rowgrid.SHIPPED] is SOFTMAX_POLICY
+    # One rule or one per operator: softmax's fit (split below 2 x 132 rows) on RMSNorm's
+    # held-out cells (split best below 264) has regret 0; RMSNorm's own fit (below 66) loops
+    # at 200 rows where splitting wins (10 -> 20): mean 0.25.  So one rule serves both.
+    claim = page.one_rule(StudyResults("rowgrid", mixed))
+    assert claim is not None and claim.holds
+    text = html.unescape(re.sub(r"<[^>]+>", "", str(claim.text)))
+    assert "softmax's fitted policy has mean regret 0.0%" in text and "own fitted policy 25.0%" in text, text
+    assert "one rule serves both" in text
+    section = page.rmsnorm_context(StudyResults("rowgrid", mixed))
+    assert section is not None and section["rules"].id == "rowgrid-rmsnorm-rules"
+    assert section["ours"].id == "rowgrid-rmsnorm-ours" and section["policies"].id == "rowgrid-rmsnorm-policies"
+    assert page.rmsnorm_context(StudyResults("rowgrid", alone)) is None

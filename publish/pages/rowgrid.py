@@ -26,6 +26,7 @@ from publish.rowgrid import (
     analyse,
     policy_fields,
     report_lines,
+    score,
 )
 from publish.runs import Run
 from publish.studypage.spec import StudyPage
@@ -85,6 +86,11 @@ def _count(run: Run, n: int, statistic: str) -> Num:
 # ----------------------------------------------------------------------------- tables
 
 
+def _table_id(name: str, op: str) -> str:
+    # softmax's tables keep the ids they always had; another operator's carry its name
+    return f"rowgrid-{name}" if op == "softmax" else f"rowgrid-{op}-{name}"
+
+
 def _role(a: Analysis, run: Run, rule: str) -> str:
     fitted_on = next((f.fitted_on.run.run_id for f in a.fits if f.fitted_on.rule == rule), None)
     if fitted_on is None:
@@ -92,7 +98,7 @@ def _role(a: Analysis, run: Run, rule: str) -> str:
     return "fitted here (in-sample)" if fitted_on == run.run_id else "held out"
 
 
-def rules_table(a: Analysis) -> Table:
+def rules_table(a: Analysis, op: str = "softmax") -> Table:
     cols = [
         Column("rule", "Rule", numeric=False),
         Column("run", "Run", numeric=False),
@@ -103,7 +109,7 @@ def rules_table(a: Analysis) -> Table:
         Column("scored", "Cells scored"),
         Column("unmeasured", "Unmeasured choices", "cells where the rule picks a plan the grid did not time"),
     ]
-    table = Table("rowgrid-rules", "Regret of each rule on each grid run (device time, cold L2)", cols)
+    table = Table(_table_id("rules", op), f"Regret of each rule on each grid run, {op} (device time, cold L2)", cols)
     for rule, by_run in a.rules.items():
         for run in a.runs:
             s = by_run[run.run_id]
@@ -122,10 +128,12 @@ def rules_table(a: Analysis) -> Table:
     return table
 
 
-def policies_table(a: Analysis) -> Table:
+def policies_table(a: Analysis, op: str = "softmax") -> Table:
     # Headers are the field names with spaces, so that they wrap (seven fields fit the page).
     cols = [Column("rule", "Rule", numeric=False)] + [Column(k, k.replace("_", " "), numeric=False) for k in GRID]
-    table = Table("rowgrid-policies", "The thresholds of each rule (fields of kernels.plans.RowPolicy)", cols)
+    table = Table(
+        _table_id("policies", op), f"The thresholds of each rule, {op} (fields of kernels.plans.RowPolicy)", cols
+    )
     for rule, policy in a.policies.items():
         row: dict[str, Any] = {"rule": Text(rule, RULES.get(rule, "grid search"))}
         for k, v in policy_fields(policy).items():
@@ -162,7 +170,7 @@ def _labels(a: Analysis) -> dict[str, str]:
     return found
 
 
-def ours_table(a: Analysis) -> Table:
+def ours_table(a: Analysis, op: str = "softmax") -> Table:
     cols = [Column("run", "Run", numeric=False)]
     labels = _labels(a)
     for peer, label in labels.items():
@@ -170,7 +178,8 @@ def ours_table(a: Analysis) -> Table:
             Column(f"{peer}_k", f"No slower than {label}", "cells where the verdict is a win or a tie"),
             Column(f"{peer}_pct", "share"),
         ]
-    table = Table("rowgrid-ours", "Ours (kernels.softmax, the planner's choice) against torch in every cell", cols)
+    entry = "kernels.rms_norm" if op == "rmsnorm" else "kernels.softmax"
+    table = Table(_table_id("ours", op), f"Ours ({entry}, the planner's choice) against torch in every cell", cols)
     for run in a.runs:
         row: dict[str, Any] = {"run": Text(run.run_id)}
         for peer, label in labels.items():
@@ -476,13 +485,58 @@ def context(data: SiteData) -> dict[str, Any]:
         "fitted_fields": policy_fields(fit.fitted_on.policy) if fit else {},
         "grid": {k: ", ".join(f"{v:g}" for v in vs) for k, vs in GRID.items()},
         "targets": targets(a),
-        "observations": observations(a),
+        "observations": observations(a) + [c for c in (one_rule(results),) if c is not None],
         "rules": rules_table(a) if a.runs else None,
         "policies": policies_table(a) if a.runs else None,
         "ours": ours_table(a) if a.runs else None,
         "cells": cells_table(a, run) if run is not None else None,
         "charts": {c.id: c for c in charts(a, run)} if run is not None else {},
         "over_line": OVER_LINE,
+        "rmsnorm": rmsnorm_context(results),
+    }
+
+
+def one_rule(results: StudyResults) -> Claim | None:
+    """Issue 8: one rule for softmax and RMSNorm, or one per operator, whichever the held-out
+    run supports.  Softmax's fitted policy and RMSNorm's own, each fitted on an older run, are
+    scored on RMSNorm's cells of its newest run."""
+    soft, rms = analyse(results), analyse(results, "rmsnorm")
+    if soft.forward_fit is None or rms.pair is None or rms.forward_fit is None:
+        return None
+    held_run = rms.pair[1]
+    cells = rms.cells[held_run.run_id]
+    shared = score("softmax's fitted policy", soft.forward_fit.fitted_on.policy, held_run, cells)
+    own = rms.forward_fit.held_out
+    if own is None or shared.mean is None or own.mean is None:
+        return None
+    one = shared.mean <= own.mean * 1.05 + 0.002  # within 5% (relative) or 0.2 points: one rule will do
+    return Claim(
+        "grid-one-rule",
+        sentence(
+            "One rule or one per operator: on RMSNorm's held-out run {run}, softmax's fitted policy has mean regret "
+            "{shared} and RMSNorm's own fitted policy {own}, so {verdict}.",
+            run=held_run.run_id,
+            shared=_mean(shared),  # type: ignore[arg-type]
+            own=_mean(own),  # type: ignore[arg-type]
+            verdict="one rule serves both" if one else "each operator keeps its own",
+        ),
+        True,
+    )
+
+
+def rmsnorm_context(results: StudyResults) -> dict[str, Any] | None:
+    """RMSNorm's section: its rules, thresholds and ours against torch, where a run holds its cells."""
+    a = analyse(results, "rmsnorm")
+    if not a.runs:
+        return None
+    fit = a.forward_fit
+    return {
+        "runs": [r.run_id for r in a.runs],
+        "fit": fit,
+        "fitted_fields": policy_fields(fit.fitted_on.policy) if fit else {},
+        "rules": rules_table(a, "rmsnorm"),
+        "policies": policies_table(a, "rmsnorm"),
+        "ours": ours_table(a, "rmsnorm"),
     }
 
 
