@@ -26,6 +26,7 @@ numbers with provenance.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import re
 import statistics
@@ -140,9 +141,17 @@ class Choice:
         return self.regret is not None
 
 
+@functools.cache
+def _pick(policy: Any, rows: int, cols: int, sm_count: int) -> str:
+    # The variant a policy picks for a cell's shape.  Cached: every fit scores the whole
+    # search grid of policies on the same shapes, and the build fits once per set of runs
+    # (the review record re-evaluates every earlier set).
+    plan = _plans().plan_rows(rows, cols, ELEM_BYTES, sm_count, policy, None, pad_for(rows, cols))
+    return variant_for(plan)
+
+
 def choose(policy: Any, cell: Cell, sm_count: int) -> Choice:
-    plan = _plans().plan_rows(cell.rows, cell.cols, ELEM_BYTES, sm_count, policy, None, pad_for(cell.rows, cell.cols))
-    name = variant_for(plan)
+    name = _pick(policy, cell.rows, cell.cols, sm_count)
     if name not in cell.plans or cell.best_time is None:
         return Choice(cell, name, None)
     return Choice(cell, name, cell.plans[name] / cell.best_time - 1.0)
