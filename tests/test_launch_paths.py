@@ -5,7 +5,8 @@ the interpreter suite never reaches them.  Here the compiled launchers are repla
 recorders and the GPU stream by a constant, and each fast path's launches are compared with
 the general path's, argument by argument: the pointers and strides of every role, the grid,
 the stream, the flags and the constexprs.  The only argument allowed to differ is the
-scratch pointer of the chunks' statistics (each path allocates its own).
+scratch pointer of the chunks' statistics (each path allocates its own, and the allocator
+may or may not hand the freed address back).
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ def test_split_fast_path_launches_what_the_general_path_launches(monkeypatch, ba
         assert len(g) == len(f) == HEAD + len(step.roles) + 1 + 5 + len(step.consts)
         stats = HEAD + step.roles.index("stats")
         differ = [i for i, (x, y) in enumerate(zip(g, f, strict=True)) if x != y]
-        assert differ == [stats], (step.roles, differ)
+        # each path allocates its own statistics; the allocator may hand back the same address
+        assert differ in ([], [stats]), (step.roles, differ)
         assert g[0] == f[0] == rows * plan.chunks and g[3] == f[3] == 12345
     # the apply launch is the programmatic dependent one, in both
     assert general[1][6] == fast[1][6] == 1 and general[0][6] == fast[0][6] == 0
