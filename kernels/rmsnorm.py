@@ -30,9 +30,9 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._launch import INTERPRETER
-from kernels._rowwise import FLOAT_DTYPES, RowCall, RowExtras, RowOp, column_sum, row_layout, run_rows
-from kernels.plans import PLAN_KINDS, RMSNORM_BACKWARD_POLICY, RMSNORM_POLICY, RowPlan
+from kernels._checks import check_device, check_float, check_plan, check_same_device, check_tensor, eager_path
+from kernels._rowwise import RowCall, RowExtras, RowOp, column_sum, row_layout, run_rows
+from kernels.plans import RMSNORM_BACKWARD_POLICY, RMSNORM_POLICY, RowPlan
 
 # =============================================================================== arithmetic
 # Tiles are [R, B]; statistics [R] (m, s).  Forward: s = sum(h^2), finished into the inverse
@@ -329,15 +329,6 @@ _rms_norm_residual_op.register_autograd(_backward_residual, setup_context=_setup
 
 # =============================================================================== functional
 
-_ACCEPTED = frozenset(FLOAT_DTYPES)
-_is_compiling = torch.compiler.is_compiling
-_functorch_active = torch._C._are_functorch_transforms_active
-
-
-def _plain(x: torch.Tensor) -> bool:
-    """True when the eager launch path applies: a plain tensor, no tracer, no functorch."""
-    return type(x) is torch.Tensor and not x.is_meta and not _is_compiling() and not _functorch_active()
-
 
 def check_args(
     x: torch.Tensor,
@@ -348,17 +339,10 @@ def check_args(
     plan: str | None,
 ) -> tuple[float, int]:
     """Validate :func:`rms_norm`'s arguments; returns (eps, width)."""
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"rms_norm: x must be a torch.Tensor, got {type(x).__name__}")
-    if x.dtype not in _ACCEPTED:
-        raise TypeError(f"rms_norm: x has dtype {x.dtype}; expected float16, bfloat16, float32 or float64")
-    if not (x.is_cuda or x.is_meta or (INTERPRETER and x.is_cpu)):
-        raise ValueError(
-            f"rms_norm: x is on device '{x.device}'; expected a CUDA tensor "
-            "(CPU tensors run only under TRITON_INTERPRET=1)"
-        )
-    if plan is not None and plan not in PLAN_KINDS:
-        raise ValueError(f"rms_norm: plan must be 'block', 'looped', 'split' or None, got {plan!r}")
+    check_tensor("rms_norm", "x", x)
+    check_float("rms_norm", "x", x)
+    check_device("rms_norm", "x", x)
+    check_plan("rms_norm", plan)
     shape = tuple(normalized_shape)
     if not all(isinstance(n, int) and n >= 0 for n in shape):
         raise TypeError(f"rms_norm: normalized_shape must be a sequence of non-negative ints, got {normalized_shape!r}")
@@ -367,14 +351,10 @@ def check_args(
             f"rms_norm: normalized_shape {list(shape)} must match the trailing dimensions of x, shape {list(x.shape)}"
         )
     for name, t in (("weight", weight), ("residual", residual)):
-        if t is None:
-            continue
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"rms_norm: {name} must be a torch.Tensor or None, got {type(t).__name__}")
-        if t.device != x.device:
-            raise ValueError(f"rms_norm: {name} is on {t.device} but x is on {x.device}")
-        if t.dtype not in _ACCEPTED:
-            raise TypeError(f"rms_norm: {name} has dtype {t.dtype}; expected float16, bfloat16, float32 or float64")
+        check_tensor("rms_norm", name, t, optional=True)
+        if t is not None:
+            check_same_device("rms_norm", name, t, "x", x)
+            check_float("rms_norm", name, t)
     if weight is not None and tuple(weight.shape) != shape:
         raise ValueError(f"rms_norm: weight has shape {list(weight.shape)}; expected normalized_shape {list(shape)}")
     if residual is not None:
@@ -439,7 +419,7 @@ def rms_norm(
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
     eps_value, width = check_args(x, normalized_shape, weight, eps, residual, plan)  # type: ignore[arg-type]
-    if _plain(x):
+    if eager_path(x):
         grad = torch.is_grad_enabled() and (
             x.requires_grad
             or (weight is not None and weight.requires_grad)

@@ -21,9 +21,9 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._launch import INTERPRETER
-from kernels._rowwise import FLOAT_DTYPES, RowCall, RowExtras, RowOp, as_rows, row_layout, run_rows
-from kernels.plans import PLAN_KINDS, ROW_SUM_POLICY, RowPlan
+from kernels._checks import check_device, check_float, check_plan, check_tensor, eager_path
+from kernels._rowwise import RowCall, RowExtras, RowOp, as_rows, row_layout, run_rows
+from kernels.plans import ROW_SUM_POLICY, RowPlan
 
 # =============================================================================== arithmetic
 
@@ -116,24 +116,13 @@ _row_sum_op.register_autograd(_op_backward, setup_context=_setup_context)
 
 # =============================================================================== functional
 
-_ACCEPTED = frozenset(FLOAT_DTYPES)
-_is_compiling = torch.compiler.is_compiling
-_functorch_active = torch._C._are_functorch_transforms_active
-
 
 def check_args(x: torch.Tensor, dim: int | tuple[int, ...] | list[int], plan: str | None) -> None:
     """Validate :func:`row_sum`'s arguments."""
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"row_sum: x must be a torch.Tensor, got {type(x).__name__}")
-    if x.dtype not in _ACCEPTED:
-        raise TypeError(f"row_sum: x has dtype {x.dtype}; expected float16, bfloat16, float32 or float64")
-    if not (x.is_cuda or x.is_meta or (INTERPRETER and x.is_cpu)):
-        raise ValueError(
-            f"row_sum: x is on device '{x.device}'; expected a CUDA tensor "
-            "(CPU tensors run only under TRITON_INTERPRET=1)"
-        )
-    if plan is not None and plan not in PLAN_KINDS:
-        raise ValueError(f"row_sum: plan must be 'block', 'looped', 'split' or None, got {plan!r}")
+    check_tensor("row_sum", "x", x)
+    check_float("row_sum", "x", x)
+    check_device("row_sum", "x", x)
+    check_plan("row_sum", plan)
     dims = list(dim) if isinstance(dim, (tuple, list)) else [dim]
     n = max(x.dim(), 1)
     if len(dims) != 1 or not isinstance(dims[0], int) or not -n <= dims[0] < n or dims[0] % n != n - 1:
@@ -168,7 +157,7 @@ def row_sum(
     check_args(x, dim, plan)
     if x.dim() == 0:
         return row_sum(x.reshape(1), -1, False, plan=plan).reshape(())
-    if type(x) is torch.Tensor and not x.is_meta and not _is_compiling() and not _functorch_active():
+    if eager_path(x):
         if x.shape[-1] > 1 and x.stride(-1) != 1:
             x = x.contiguous()
         if x.requires_grad and torch.is_grad_enabled():

@@ -17,9 +17,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._launch import INTERPRETER
+from kernels._checks import ACCEPTED, FLOAT_NAMES, check_device, check_float, check_plan, check_tensor, eager_path
 from kernels._rowwise import (
-    FLOAT_DTYPES,
     RowCall,
     RowOp,
     as_rows,
@@ -30,7 +29,7 @@ from kernels._rowwise import (
     run_rows,
     safe_shift,
 )
-from kernels.plans import PLAN_KINDS, SOFTMAX_BACKWARD_POLICY, SOFTMAX_POLICY, RowPlan
+from kernels.plans import SOFTMAX_BACKWARD_POLICY, SOFTMAX_POLICY, RowPlan
 
 # =============================================================================== arithmetic
 # Tiles are [R, B]; statistics [R].  Forward: a = x, statistics (max, sum of exp(x - max)).
@@ -213,41 +212,21 @@ _softmax_op.register_autograd(_op_backward, setup_context=_setup_context)
 
 # =============================================================================== functional
 
-_ACCEPTED = frozenset(FLOAT_DTYPES)
-
-
-_is_compiling = torch.compiler.is_compiling
-_functorch_active = torch._C._are_functorch_transforms_active
-
-
-def _plain(x: torch.Tensor) -> bool:
-    """True when the eager launch path applies: a plain tensor, no tracer, no functorch."""
-    return type(x) is torch.Tensor and not x.is_meta and not _is_compiling() and not _functorch_active()
-
 
 def check_args(x: torch.Tensor, dim: int, dtype: torch.dtype | None, plan: str | None) -> torch.dtype:
     """Validate :func:`softmax`'s arguments; returns the output dtype.  (A function of its
     own so that the dispatch study can time validation alone.)"""
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"softmax: x must be a torch.Tensor, got {type(x).__name__}")
-    if plan is not None and plan not in PLAN_KINDS:
-        raise ValueError(f"softmax: plan must be 'block', 'looped', 'split' or None, got {plan!r}")
-    out_dtype = x.dtype if dtype is None else dtype
-    if out_dtype not in _ACCEPTED:
-        if dtype is not None:
-            raise TypeError(f"softmax: dtype must be float16, bfloat16, float32 or float64, got {dtype}")
-        raise TypeError(
-            f"softmax: x has dtype {x.dtype}; expected float16, bfloat16, float32 or float64 (or pass dtype=)"
-        )
-    if not (x.is_cuda or x.is_meta or (INTERPRETER and x.is_cpu)):
-        raise ValueError(
-            f"softmax: x is on device '{x.device}'; expected a CUDA tensor "
-            "(CPU tensors run only under TRITON_INTERPRET=1)"
-        )
+    check_tensor("softmax", "x", x)
+    check_plan("softmax", plan)
+    if dtype is None:
+        check_float("softmax", "x", x, " (or pass dtype=)")
+    elif dtype not in ACCEPTED:
+        raise TypeError(f"softmax: dtype must be {FLOAT_NAMES}, got {dtype}")
+    check_device("softmax", "x", x)
     n = max(x.dim(), 1)
     if not -n <= dim < n:
         raise IndexError(f"softmax: dim={dim} is out of range for a {x.dim()}-d tensor (expected [{-n}, {n - 1}])")
-    return out_dtype
+    return x.dtype if dtype is None else dtype
 
 
 def softmax(
@@ -282,7 +261,7 @@ def softmax(
             interpreter, or on another non-CUDA device.
     """
     out_dtype = check_args(x, dim, dtype, plan)
-    if x.dtype not in _ACCEPTED:
+    if x.dtype not in ACCEPTED:
         x = x.to(out_dtype)  # e.g. integers with dtype=torch.float32: torch casts first too
     ndim = x.dim()
     if ndim == 0:
@@ -290,7 +269,7 @@ def softmax(
     if dim % ndim != ndim - 1:
         moved = x.movedim(dim, -1).contiguous()
         return softmax(moved, -1, dtype=dtype, plan=plan).movedim(-1, dim)
-    if _plain(x):
+    if eager_path(x):
         if x.shape[-1] > 1 and x.stride(-1) != 1:
             x = x.contiguous()
         if x.requires_grad and torch.is_grad_enabled():

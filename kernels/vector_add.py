@@ -23,8 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._launch import INTERPRETER
-from kernels._rowwise import FLOAT_DTYPES
+from kernels._checks import ACCEPTED, FLOAT_NAMES, check_device, check_same_device, check_tensor, eager_path
 
 BLOCKS = (1024, 2048, 4096, 8192)  # elements per program: the block-size variants
 DEFAULT_BLOCK = 4096  # 8 KB of bf16 per input per program; the study checks this choice
@@ -120,10 +119,6 @@ _add_op.register_autograd(_op_backward, setup_context=_setup_context)
 
 # =============================================================================== functional
 
-_ACCEPTED = frozenset(FLOAT_DTYPES)
-_is_compiling = torch.compiler.is_compiling
-_functorch_active = torch._C._are_functorch_transforms_active
-
 
 def result_dtype(a: torch.Tensor, b: torch.Tensor) -> torch.dtype:
     """``torch.result_type(a, b)`` for floating results, in a form ``torch.compile`` traces: a
@@ -136,22 +131,16 @@ def result_dtype(a: torch.Tensor, b: torch.Tensor) -> torch.dtype:
 
 def check_args(a: torch.Tensor, b: torch.Tensor, alpha: float, block: int | None) -> torch.dtype:
     """Validate :func:`add`'s arguments; returns the result dtype (torch's type promotion)."""
-    for name, t in (("a", a), ("b", b)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"add: {name} must be a torch.Tensor, got {type(t).__name__}")
+    check_tensor("add", "a", a)
+    check_tensor("add", "b", b)
     if not isinstance(alpha, numbers.Real) or isinstance(alpha, bool):
         raise TypeError(f"add: alpha must be a real number, got {alpha!r}")
     dtype = result_dtype(a, b)
-    if dtype not in _ACCEPTED:
-        raise TypeError(
-            f"add: a ({a.dtype}) and b ({b.dtype}) promote to {dtype}; expected float16, bfloat16, float32 or float64"
-        )
-    if b.device != a.device and b.dim() > 0:
-        raise ValueError(f"add: b is on {b.device} but a is on {a.device}")
-    if not (a.is_cuda or a.is_meta or (INTERPRETER and a.is_cpu)):
-        raise ValueError(
-            f"add: a is on device '{a.device}'; expected a CUDA tensor (CPU tensors run only under TRITON_INTERPRET=1)"
-        )
+    if dtype not in ACCEPTED:
+        raise TypeError(f"add: a ({a.dtype}) and b ({b.dtype}) promote to {dtype}; expected {FLOAT_NAMES}")
+    if b.dim() > 0:
+        check_same_device("add", "b", b, "a", a)
+    check_device("add", "a", a)
     if block is not None and block not in BLOCKS:
         raise ValueError(f"add: block must be one of {BLOCKS} or None, got {block!r}")
     try:
@@ -191,7 +180,7 @@ def add(a: torch.Tensor, b: torch.Tensor, *, alpha: float = 1, block: int | None
         b = b.to(dtype)
     if a.shape != b.shape:
         a, b = torch.broadcast_tensors(a, b)
-    if type(a) is torch.Tensor and not a.is_meta and not _is_compiling() and not _functorch_active():
+    if eager_path(a):
         if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
             return _AddFunction.apply(a, b, float(alpha), block)
         return _forward(a, b, float(alpha), block)
