@@ -1,4 +1,4 @@
-"""Shared base for row-wise operators: softmax, RMSNorm and the row sum; cross-entropy next.
+"""Shared base for row-wise operators: softmax, RMSNorm, the row sum and cross-entropy.
 
 Every row-wise operator reduces over the last dimension of a ``[rows, width]`` view and then
 writes an elementwise function of the row and the reduced statistics.  Everything but that
@@ -373,9 +373,16 @@ def lanes_to_row(m, s, COMBINE: tl.constexpr, ACC: tl.constexpr, M_INIT: tl.cons
 #   EXT_OUT2  out2, a second row output (RMSNorm's updated residual)
 #   EXT_RSTAT rstat[row] = the finished first statistic (RMSNorm's inverse RMS; a row sum)
 #   EXT_NOOUT no row output at all: only rstat (a reduction such as the row sum)
+#   EXT_IDX   in place of c, a per-row integer idx[row] (cross-entropy's target): the op's c
+#             is then the tile's column marker, 1 at column idx[row], 0 at the row's other
+#             columns and -1 at lanes outside the row (whose a is the fill); an idx outside
+#             [0, width) marks no column.  It exists only in registers
+#   EXT_WROW  w is indexed by row, not column: one value per row ([rows]; a per-row scale)
+#   EXT_ARGS  the op's accumulate and apply take ARG too (after w), as finish does
 # Missing inputs reach the op as the scalars c = 0 and w = 1.
 
 EXT_ON, EXT_C, EXT_W, EXT_OUT2, EXT_RSTAT, EXT_NOOUT = 1, 2, 4, 8, 16, 32
+EXT_IDX, EXT_WROW, EXT_ARGS = 64, 128, 256
 
 
 @triton.jit
@@ -384,6 +391,20 @@ def extra_bases(rows, c_stride, out2_stride, VEC: tl.constexpr, ALIGN: tl.conste
     c_base, _lead_c = row_window(rows, c_stride, VEC, ALIGN)
     o2_base, _lead_o2 = row_window(rows, out2_stride, VEC, ALIGN)
     return c_base[:, None], o2_base[:, None]
+
+
+@triton.jit
+def row_inputs(c_ptr, w_ptr, c_base, rows, lead, live, EXT: tl.constexpr):
+    """The per-row inputs of the extended form, read once per row: with EXT_IDX, ``c_base``
+    becomes the window offset of the row's indexed column ([R, 1]; :func:`_load_cw` compares
+    tile offsets with it); with EXT_WROW, ``w_ptr`` becomes the row's value of w ([R, 1]).
+    Without either bit both pass through unchanged (nothing is loaded)."""
+    if EXT & 64:
+        idx = tl.load(c_ptr + rows, mask=live, other=-1).to(tl.int64)
+        c_base = idx[:, None] + lead
+    if EXT & 128:
+        w_ptr = tl.load(w_ptr + rows, mask=live, other=0.0)[:, None]
+    return c_base, w_ptr
 
 
 @triton.jit
@@ -396,7 +417,12 @@ def _load_cw(c_ptr, w_ptr, c_base, k, lead, load, inside, MASKED: tl.constexpr, 
         wk = k - lead
     else:
         wk = k
-    if EXT & 2:
+    if EXT & 64:  # the column marker of a per-row index (row_inputs made c_base its offset)
+        if MASKED:
+            c = tl.where(inside, tl.where(k == c_base, 1.0, 0.0), -1.0).to(ACC)
+        else:
+            c = tl.where(k == c_base, 1.0, 0.0).to(ACC)
+    elif EXT & 2:
         if MASKED:
             c = tl.load(c_ptr + c_base + k, mask=load, other=0.0, eviction_policy=POLICY)
             c = tl.where(inside, c.to(ACC), 0.0)
@@ -404,7 +430,9 @@ def _load_cw(c_ptr, w_ptr, c_base, k, lead, load, inside, MASKED: tl.constexpr, 
             c = tl.load(c_ptr + c_base + k, eviction_policy=POLICY).to(ACC)
     else:
         c = 0.0
-    if EXT & 4:
+    if EXT & 128:  # one value per row, loaded by row_inputs
+        w = w_ptr.to(ACC)
+    elif EXT & 4:
         if MASKED:  # noqa: SIM108 (a static branch of the jit)
             w = tl.load(w_ptr + wk, mask=inside, other=0.0).to(ACC)
         else:
@@ -418,7 +446,7 @@ def _load_cw(c_ptr, w_ptr, c_base, k, lead, load, inside, MASKED: tl.constexpr, 
 def _load_cw_lanes(c_ptr, w_ptr, c_base, k, lead, full, WIDTH: tl.constexpr, VEC: tl.constexpr,
                    ALIGN: tl.constexpr, EXT: tl.constexpr, ACC: tl.constexpr, POLICY: tl.constexpr):  # fmt: skip
     # As _load_lanes, for c and w (nothing at all in the two-tile form).
-    if EXT & 6:
+    if EXT & 198:  # c, w, a row index or a per-row w
         if full:
             c, w = _load_cw(c_ptr, w_ptr, c_base, k, lead, None, None, False, EXT, ALIGN, ACC, POLICY)
         else:
@@ -430,8 +458,10 @@ def _load_cw_lanes(c_ptr, w_ptr, c_base, k, lead, full, WIDTH: tl.constexpr, VEC
 
 
 @triton.jit
-def _fold(ACCUMULATE: tl.constexpr, m, s, a, b, c, w, EXT: tl.constexpr):
-    if EXT:
+def _fold(ACCUMULATE: tl.constexpr, m, s, a, b, c, w, EXT: tl.constexpr, ARG: tl.constexpr):
+    if EXT & 256:
+        m, s = ACCUMULATE(m, s, a, b, c, w, ARG)
+    elif EXT:
         m, s = ACCUMULATE(m, s, a, b, c, w)
     else:
         m, s = ACCUMULATE(m, s, a, b)
@@ -453,10 +483,14 @@ def _store_rstat(rstat_ptr, rows, m, mask, EXT: tl.constexpr):
 
 
 @triton.jit
-def _emit(APPLY: tl.constexpr, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_base, k, mask, EXT: tl.constexpr):
+def _emit(APPLY: tl.constexpr, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_base, k, mask, EXT: tl.constexpr,
+          ARG: tl.constexpr):  # fmt: skip
     # The outputs of a tile (``mask`` None: all of it).  Two-tile form: apply(a, b, m, s).
     if EXT:
-        y, y2 = APPLY(a, b, c, w, m, s)
+        if EXT & 256:
+            y, y2 = APPLY(a, b, c, w, m, s, ARG)
+        else:
+            y, y2 = APPLY(a, b, c, w, m, s)
         tl.store(out_ptr + o_base + k, _out(y, out_ptr), mask=mask)
         if EXT & 8:
             tl.store(out2_ptr + o2_base + k, _out(y2, out2_ptr), mask=mask)
@@ -466,13 +500,14 @@ def _emit(APPLY: tl.constexpr, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_b
 
 @triton.jit
 def _emit_lanes(APPLY: tl.constexpr, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_base, k, lead, full,
-                WIDTH: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr, EXT: tl.constexpr):  # fmt: skip
+                WIDTH: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr, EXT: tl.constexpr,
+                ARG: tl.constexpr):  # fmt: skip
     if EXT:
         if full:
-            _emit(APPLY, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_base, k, None, EXT)
+            _emit(APPLY, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_base, k, None, EXT, ARG)
         else:
             _load, _inside, store = window_masks(k, lead, WIDTH, VEC, ALIGN, True)
-            _emit(APPLY, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_base, k, store, EXT)
+            _emit(APPLY, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_base, k, store, EXT, ARG)
     else:
         _store_lanes(out_ptr, o_base, k, APPLY(a, b, m, s), lead, full, WIDTH, VEC, ALIGN)
 
@@ -481,7 +516,7 @@ def _emit_lanes(APPLY: tl.constexpr, a, b, c, w, m, s, out_ptr, o_base, out2_ptr
 def _edges(a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, a_base, b_base, c_base, o_base, o2_base, lead, m, s,
            live, lo, hi, RANGED: tl.constexpr, WIDTH: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
            ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr, APPLY: tl.constexpr,
-           EXT: tl.constexpr):  # fmt: skip
+           EXT: tl.constexpr, ARG: tl.constexpr):  # fmt: skip
     # The at most two partial 16-byte groups at the ends of rows, element by element, where
     # ``live`` allows, and with RANGED only those at window offsets [lo, hi) (a chunk's).
     if ALIGN == 2 or (ALIGN == 1 and WIDTH % VEC != 0):
@@ -491,7 +526,7 @@ def _edges(a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, a_base, b_base, c_base
             mask = mask & (ke >= lo) & (ke < hi)
         ae, be = _load_ab(a_ptr, b_ptr, a_base, b_base, ke, mask, edge, A_CAST, A_FILL, HAS_B, ACC, "")
         ce, we = _load_cw(c_ptr, w_ptr, c_base, ke, lead, mask, edge, True, EXT, ALIGN, ACC, "")
-        _emit(APPLY, ae, be, ce, we, m, s, out_ptr, o_base, out2_ptr, o2_base, ke, mask, EXT)
+        _emit(APPLY, ae, be, ce, we, m, s, out_ptr, o_base, out2_ptr, o2_base, ke, mask, EXT, ARG)
 
 
 # =============================================================================== generic row kernels
@@ -518,22 +553,23 @@ def row_block_kernel(
     live = (rows < n_rows)[:, None]
     a_base, b_base, o_base, lead = row_bases(rows, a_stride, b_stride, out_stride, VEC, ALIGN)
     c_base, o2_base = extra_bases(rows, c_stride, out2_stride, VEC, ALIGN)
+    c_base, w_ptr = row_inputs(c_ptr, w_ptr, c_base, rows, lead, rows < n_rows, EXT)
     k = tl.arange(0, BLOCK)[None, :]
     load, inside, store = window_masks(k, lead, WIDTH, VEC, ALIGN, False)
     a, b = _load_ab(a_ptr, b_ptr, a_base, b_base, k, load & live, inside, A_CAST, A_FILL, HAS_B, ACC, "")
     if EXT:
         c, w = _load_cw(c_ptr, w_ptr, c_base, k, lead, load & live, inside, True, EXT, ALIGN, ACC, "")
-        m, s = ACCUMULATE(tl.full((ROWS,), M_INIT, ACC), tl.zeros((ROWS,), ACC), a, b, c, w)
+        m, s = _fold(ACCUMULATE, tl.full((ROWS,), M_INIT, ACC), tl.zeros((ROWS,), ACC), a, b, c, w, EXT, ARG)
         m, s = FINISH(m, s, WIDTH, ARG)
         _store_rstat(rstat_ptr, rows, m, rows < n_rows, EXT)
         if not (EXT & 32):
-            _emit(APPLY, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_base, k, store & live, EXT)
+            _emit(APPLY, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_base, k, store & live, EXT, ARG)
     else:
         out, m, s = ROW_FN(a, b)
         tl.store(out_ptr + o_base + k, _out(out, out_ptr), mask=store & live)
     if not (EXT & 32):
         _edges(a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, a_base, b_base, c_base, o_base, o2_base, lead, m, s,
-               live, 0, 0, False, WIDTH, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B, APPLY, EXT)  # fmt: skip
+               live, 0, 0, False, WIDTH, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B, APPLY, EXT, ARG)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=_INTS)
@@ -555,6 +591,7 @@ def row_looped_kernel(
     rows = tl.program_id(0).to(tl.int64) + tl.arange(0, 1)
     a_base, b_base, o_base, lead = row_bases(rows, a_stride, b_stride, out_stride, VEC, ALIGN)
     c_base, o2_base = extra_bases(rows, c_stride, out2_stride, VEC, ALIGN)
+    c_base, w_ptr = row_inputs(c_ptr, w_ptr, c_base, rows, lead, rows < n_rows, EXT)
     PAD: tl.constexpr = VEC - 1 if ALIGN == 2 else 0
     NCHUNK: tl.constexpr = (WIDTH + PAD + BLOCK - 1) // BLOCK
     WIDE: tl.constexpr = WIDTH + PAD + BLOCK >= 2**31
@@ -570,18 +607,18 @@ def row_looped_kernel(
         a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, False, WIDTH, VEC, ALIGN,
                            A_CAST, A_FILL, HAS_B, ACC, FIRST)  # fmt: skip
         c, w = _load_cw_lanes(c_ptr, w_ptr, c_base, k, lead, False, WIDTH, VEC, ALIGN, EXT, ACC, FIRST)
-        m, s = _fold(ACCUMULATE, m, s, a, b, c, w, EXT)
+        m, s = _fold(ACCUMULATE, m, s, a, b, c, w, EXT, ARG)
     for i in tl.range(LO, HI, num_stages=STAGES):
         k = lane_offsets(i, LANES, UNROLL, WIDE)
         a, b = _load_full(a_ptr, b_ptr, a_base, b_base, k, A_CAST, HAS_B, ACC, FIRST)
         c, w = _load_cw_lanes(c_ptr, w_ptr, c_base, k, lead, True, WIDTH, VEC, ALIGN, EXT, ACC, FIRST)
-        m, s = _fold(ACCUMULATE, m, s, a, b, c, w, EXT)
+        m, s = _fold(ACCUMULATE, m, s, a, b, c, w, EXT, ARG)
     for i in tl.range(TAIL, NCHUNK):
         k = lane_offsets(i, LANES, UNROLL, WIDE)
         a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, False, WIDTH, VEC, ALIGN,
                            A_CAST, A_FILL, HAS_B, ACC, FIRST)  # fmt: skip
         c, w = _load_cw_lanes(c_ptr, w_ptr, c_base, k, lead, False, WIDTH, VEC, ALIGN, EXT, ACC, FIRST)
-        m, s = _fold(ACCUMULATE, m, s, a, b, c, w, EXT)
+        m, s = _fold(ACCUMULATE, m, s, a, b, c, w, EXT, ARG)
     m, s = lanes_to_row(m, s, COMBINE, ACC, M_INIT)
     m, s = _finish(FINISH, m, s, EXT, WIDTH, ARG)
     _store_rstat(rstat_ptr, rows, m, None, EXT)
@@ -592,21 +629,21 @@ def row_looped_kernel(
                                A_CAST, A_FILL, HAS_B, ACC, SECOND)  # fmt: skip
             c, w = _load_cw_lanes(c_ptr, w_ptr, c_base, k, lead, False, WIDTH, VEC, ALIGN, EXT, ACC, SECOND)
             _emit_lanes(APPLY, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_base, k, lead, False,
-                        WIDTH, VEC, ALIGN, EXT)  # fmt: skip
+                        WIDTH, VEC, ALIGN, EXT, ARG)  # fmt: skip
         for i in tl.range(0, HI - LO, num_stages=STAGES):
             k = lane_offsets(HI - 1 - i, LANES, UNROLL, WIDE)
             a, b = _load_full(a_ptr, b_ptr, a_base, b_base, k, A_CAST, HAS_B, ACC, SECOND)
             c, w = _load_cw_lanes(c_ptr, w_ptr, c_base, k, lead, True, WIDTH, VEC, ALIGN, EXT, ACC, SECOND)
-            _emit(APPLY, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_base, k, None, EXT)
+            _emit(APPLY, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_base, k, None, EXT, ARG)
         for i in tl.range(0, LO):
             k = lane_offsets(i, LANES, UNROLL, WIDE)
             a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, False, WIDTH, VEC, ALIGN,
                                A_CAST, A_FILL, HAS_B, ACC, SECOND)  # fmt: skip
             c, w = _load_cw_lanes(c_ptr, w_ptr, c_base, k, lead, False, WIDTH, VEC, ALIGN, EXT, ACC, SECOND)
             _emit_lanes(APPLY, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_base, k, lead, False,
-                        WIDTH, VEC, ALIGN, EXT)  # fmt: skip
+                        WIDTH, VEC, ALIGN, EXT, ARG)  # fmt: skip
         _edges(a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, a_base, b_base, c_base, o_base, o2_base, lead, m, s,
-               True, 0, 0, False, WIDTH, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B, APPLY, EXT)  # fmt: skip
+               True, 0, 0, False, WIDTH, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B, APPLY, EXT, ARG)  # fmt: skip
 
 
 @triton.jit
@@ -643,6 +680,7 @@ def row_split_reduce_kernel(
     row, chunk, first = _split_position(tl.program_id(0), CHUNKS, SPAN, WIDE)
     a_base, b_base, _o_base, lead = row_bases(row, a_stride, b_stride, out_stride, VEC, ALIGN)
     c_base, _o2_base = extra_bases(row, c_stride, out2_stride, VEC, ALIGN)
+    c_base, w_ptr = row_inputs(c_ptr, w_ptr, c_base, row, lead, row < n_rows, EXT)
     m = tl.full((LANES,), M_INIT, ACC)
     s = tl.zeros((LANES,), ACC)
     for j in tl.range(0, SPAN):
@@ -652,7 +690,7 @@ def row_split_reduce_kernel(
         a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, whole, WIDTH, VEC, ALIGN,
                            A_CAST, A_FILL, HAS_B, ACC, POLICY)  # fmt: skip
         c, w = _load_cw_lanes(c_ptr, w_ptr, c_base, k, lead, whole, WIDTH, VEC, ALIGN, EXT, ACC, POLICY)
-        m, s = _fold(ACCUMULATE, m, s, a, b, c, w, EXT)
+        m, s = _fold(ACCUMULATE, m, s, a, b, c, w, EXT, ARG)
     m, s = lanes_to_row(m, s, COMBINE, ACC, M_INIT)
     slot = stats_ptr + (row * CHUNKS + chunk) * 2
     tl.store(slot, m)
@@ -708,6 +746,7 @@ def row_split_apply_kernel(
     else:
         a_base, b_base, o_base, lead = row_bases(row, a_stride, b_stride, out_stride, VEC, ALIGN)
         c_base, o2_base = extra_bases(row, c_stride, out2_stride, VEC, ALIGN)
+        c_base, w_ptr = row_inputs(c_ptr, w_ptr, c_base, row, lead, row < n_rows, EXT)
         full = (first >= LO) & (first < HI)
         k = lane_offsets(first, LANES, UNROLL, WIDE)
         a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, full, WIDTH, VEC, ALIGN,
@@ -719,7 +758,7 @@ def row_split_apply_kernel(
         m, s = _finish(FINISH, m, s, EXT, WIDTH, ARG)
         _store_rstat(rstat_ptr, row, m, chunk == 0, EXT)
         _emit_lanes(APPLY, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_base, k, lead, full,
-                    WIDTH, VEC, ALIGN, EXT)  # fmt: skip
+                    WIDTH, VEC, ALIGN, EXT, ARG)  # fmt: skip
         for j in tl.range(1, SPAN):
             i = first + j
             full = (i >= LO) & (i < HI)
@@ -728,10 +767,10 @@ def row_split_apply_kernel(
                                A_CAST, A_FILL, HAS_B, ACC, "evict_first")  # fmt: skip
             c, w = _load_cw_lanes(c_ptr, w_ptr, c_base, k, lead, full, WIDTH, VEC, ALIGN, EXT, ACC, "evict_first")
             _emit_lanes(APPLY, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_base, k, lead, full,
-                        WIDTH, VEC, ALIGN, EXT)  # fmt: skip
+                        WIDTH, VEC, ALIGN, EXT, ARG)  # fmt: skip
         _edges(a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, a_base, b_base, c_base, o_base, o2_base, lead, m, s,
                True, first * BLOCK, (first + SPAN) * BLOCK, True, WIDTH, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B,
-               APPLY, EXT)  # fmt: skip
+               APPLY, EXT, ARG)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=_INTS)
@@ -751,11 +790,12 @@ def row_split_one_launch_kernel(
     rows = row + tl.arange(0, 1)
     a_base, b_base, o_base, lead = row_bases(rows, a_stride, b_stride, out_stride, VEC, ALIGN)
     c_base, o2_base = extra_bases(rows, c_stride, out2_stride, VEC, ALIGN)
+    c_base, w_ptr = row_inputs(c_ptr, w_ptr, c_base, rows, lead, rows < n_rows, EXT)
     k = chunk * BLOCK + tl.arange(0, BLOCK)[None, :]
     load, inside, store = window_masks(k, lead, WIDTH, VEC, ALIGN, False)
     a, b = _load_ab(a_ptr, b_ptr, a_base, b_base, k, load, inside, A_CAST, A_FILL, HAS_B, ACC, "")
     c, w = _load_cw(c_ptr, w_ptr, c_base, k, lead, load, inside, True, EXT, ALIGN, ACC, "")
-    m, s = _fold(ACCUMULATE, tl.full((1,), M_INIT, ACC), tl.zeros((1,), ACC), a, b, c, w, EXT)
+    m, s = _fold(ACCUMULATE, tl.full((1,), M_INIT, ACC), tl.zeros((1,), ACC), a, b, c, w, EXT, ARG)
     slot = stats_ptr + (row * CHUNKS + chunk) * 2
     tl.store(slot + tl.arange(0, 1), m)
     tl.store(slot + 1 + tl.arange(0, 1), s)
@@ -764,10 +804,10 @@ def row_split_one_launch_kernel(
     m, s = _finish(FINISH, m, s, EXT, WIDTH, ARG)
     _store_rstat(rstat_ptr, rows, m, chunk == 0, EXT)
     if not (EXT & 32):
-        _emit(APPLY, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_base, k, store, EXT)
+        _emit(APPLY, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_base, k, store, EXT, ARG)
         _edges(a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, a_base, b_base, c_base, o_base, o2_base, lead, m, s,
                True, chunk * BLOCK, (chunk + 1) * BLOCK, True, WIDTH, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B,
-               APPLY, EXT)  # fmt: skip
+               APPLY, EXT, ARG)  # fmt: skip
 
 
 # =============================================================================== launching
@@ -792,7 +832,9 @@ class RowOp:
     ``apply(a, b, c, w, m, s) -> (out, out2)``; ``row`` is unused (the block plan
     accumulates, finishes and applies).  ``m_init``: the identity of ``m`` (``-inf`` for a
     running max, ``0`` for a sum).  ``has_out``: whether the op writes a row output at all
-    (a row sum writes only the per-row ``rstat``)."""
+    (a row sum writes only the per-row ``rstat``).  ``args``: ``accumulate`` and ``apply``
+    take ``ARG`` as a last argument too (cross-entropy's soft cap and label smoothing); ``ARG``
+    may then be a tuple of floats."""
 
     name: str
     row: Any
@@ -804,6 +846,7 @@ class RowOp:
     finish: Any = None
     m_init: float = float("-inf")
     has_out: bool = True
+    args: bool = False
 
     @property
     def extended(self) -> bool:
@@ -815,21 +858,28 @@ class RowExtras:
     """A call's tensors beyond (a, b, out), for an extended :class:`RowOp`: ``c``
     ``[rows, width]`` (a third input), ``w`` ``[width]`` contiguous (per column), ``out2``
     ``[rows, width]`` (a second output), ``rstat`` ``[rows]`` contiguous (the finished first
-    statistic of each row), ``arg`` (the op's compile-time float).  Row tensors share a's
-    16-byte layout (:func:`row_layout` is taken over all of them)."""
+    statistic of each row), ``arg`` (the op's compile-time float, or a tuple of floats for an
+    op with ``args``).  ``index`` ``[rows]`` integer, in place of ``c``: a per-row column
+    index the op sees as a column marker (EXT_IDX); ``w_per_row``: ``w`` is ``[rows]``, one
+    value per row (EXT_WROW).  Row tensors share a's 16-byte layout (:func:`row_layout` is
+    taken over all of them)."""
 
     c: torch.Tensor | None = None
     w: torch.Tensor | None = None
     out2: torch.Tensor | None = None
     rstat: torch.Tensor | None = None
-    arg: float = 0.0
+    arg: float | tuple[float, ...] = 0.0
+    index: torch.Tensor | None = None
+    w_per_row: bool = False
 
     def flags(self, op: RowOp) -> int:
         if not op.extended:
             return 0
         return (EXT_ON | (EXT_C if self.c is not None else 0) | (EXT_W if self.w is not None else 0)
                 | (EXT_OUT2 if self.out2 is not None else 0) | (EXT_RSTAT if self.rstat is not None else 0)
-                | (0 if op.has_out else EXT_NOOUT))  # fmt: skip
+                | (0 if op.has_out else EXT_NOOUT) | (EXT_IDX if self.index is not None else 0)
+                | (EXT_WROW if self.w is not None and self.w_per_row else 0)
+                | (EXT_ARGS if op.args else 0))  # fmt: skip
 
     def row_tensors(self) -> tuple[torch.Tensor, ...]:
         return tuple(t for t in (self.c, self.out2) if t is not None)
@@ -913,13 +963,13 @@ class _Step:
 
 def _steps(
     op: RowOp, plan: RowPlan, width: int, vec: int, align: int, a_dtype: torch.dtype, out_dtype: torch.dtype,
-    ext: int = 0, arg: float = 0.0,
+    ext: int = 0, arg: float | tuple[float, ...] = 0.0,
 ) -> list[_Step]:  # fmt: skip
     acc = tl.float64 if torch.float64 in (a_dtype, out_dtype) else tl.float32
     # The forward casts its input to the output dtype first (torch's dtype= semantics).
     cast = _TL_DTYPES[out_dtype] if not op.has_b else acc
     shape = (width, plan.block, vec, align, acc, cast, op.a_fill, op.has_b)
-    tail = (ext, op.finish, op.m_init, float(arg) if ext else 0.0)
+    tail = (ext, op.finish, op.m_init, (arg if isinstance(arg, tuple) else float(arg)) if ext else 0.0)
     if plan.kind == "block":
         consts = (*shape[:2], plan.rows_per_program, *shape[2:], op.row, op.apply, op.accumulate, *tail)
         return [_Step(_BLOCK_L, consts, ROW_ROLES, rows_per_program=plan.rows_per_program)]
@@ -951,13 +1001,20 @@ def _scratch(plan: RowPlan, n_rows: int, device: torch.device | int, acc64: bool
     return out
 
 
+def _c_role(a: torch.Tensor, extras: RowExtras) -> torch.Tensor:
+    # The tensor in c's place: c, the per-row index (EXT_IDX), or a (never read).
+    if extras.c is not None:
+        return extras.c
+    return a if extras.index is None else extras.index
+
+
 def _row_tensors(
     a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, extras: RowExtras
 ) -> dict[str, torch.Tensor]:
     # Every role filled: a tensor the call lacks is passed as a (or out) and never read.
     bb = a if b is None else b
     return {
-        "a": a, "b": bb, "c": a if extras.c is None else extras.c, "w": a if extras.w is None else extras.w,
+        "a": a, "b": bb, "c": _c_role(a, extras), "w": a if extras.w is None else extras.w,
         "out": out, "out2": out if extras.out2 is None else extras.out2,
         "rstat": out if extras.rstat is None else extras.rstat,
     }  # fmt: skip
@@ -992,7 +1049,8 @@ def run_rows(
     for step in _steps(op, plan, width, vec, align, a.dtype, out.dtype, extras.flags(op), extras.arg):
         step.launcher(
             [tensors[r] for r in step.roles], n_rows, strides, step.consts, plan.num_warps,
-            step.rows_per_program, step.programs_per_row, step.pdl, [r == "w" for r in step.roles],
+            step.rows_per_program, step.programs_per_row, step.pdl,
+            [r == "w" and not extras.w_per_row for r in step.roles],
         )  # fmt: skip
 
 
@@ -1168,7 +1226,7 @@ class RowCall:
         if extras is _NO_EXTRAS:
             ptrs, strides = (pa, pb, pa, pa, po, po, po), (sa, sb, sa, so, so)
         else:
-            c = a if extras.c is None else extras.c
+            c = _c_role(a, extras)
             w = a if extras.w is None else extras.w
             o2 = out if extras.out2 is None else extras.out2
             rs = out if extras.rstat is None else extras.rstat
