@@ -31,8 +31,9 @@ import triton
 import triton.language as tl
 
 from kernels._checks import check_device, check_float, check_plan, check_same_device, check_tensor, eager_path
-from kernels._rowwise import RowCall, RowExtras, RowOp, column_sum, row_layout, run_rows
-from kernels.plans import RMSNORM_BACKWARD_POLICY, RMSNORM_POLICY, RowPlan
+from kernels._launch import FastKernel
+from kernels._rowwise import RowCall, RowExtras, RowOp, column_sum, row_layout, run_rows, sm_count
+from kernels.plans import PLAN_KINDS, RMSNORM_BACKWARD_POLICY, RMSNORM_POLICY, RowPlan
 
 # =============================================================================== arithmetic
 # Tiles are [R, B]; statistics [R] (m, s).  Forward: s = sum(h^2), finished into the inverse
@@ -91,6 +92,95 @@ FORWARD = RowOp("rms_norm", None, _fwd_accumulate, _sum_both, _fwd_apply, a_fill
                 finish=_fwd_finish, m_init=0.0)  # fmt: skip
 BACKWARD = RowOp("rms_norm_backward", None, _bwd_accumulate, _sum_both, _bwd_apply, a_fill=0.0, has_b=True,
                  finish=_bwd_finish, m_init=0.0)  # fmt: skip
+
+# =============================================================================== fused backward
+# The row plans' backward writes dx, and the weight gradient then reads dy and h a second
+# time for a column sum: 6 passes over [rows, width] for the minimum's 4 (h, dy, dh in; dx
+# out).  The fused plan runs persistent programs, a few per SM, each walking rows pid,
+# pid + programs, ... with the weight held in registers, and folds dy * h * rstd into an
+# fp32 row of partial weight gradients as it goes: the second read disappears, and what is
+# left is a [programs, width] fp32 partial (a few MB) that a column sum adds in a fixed
+# order.  Row i always lands in program i % programs, so the bits depend only on the number
+# of programs (fixed by the GPU's SM count), never on timing.  Rows wider than
+# FUSED_MAX_WIDTH would not fit one program's registers: they keep the row plans.
+
+FUSED_MAX_WIDTH = 8192
+PLANS = (*PLAN_KINDS, "fused")  # what rms_norm(plan=) accepts
+FUSED_PROGRAMS_PER_SM = 2
+
+
+@triton.jit(do_not_specialize=["rows", "h_stride", "dy_stride", "dh_stride", "dx_stride"])
+def _bwd_fused_kernel(
+    h_ptr, dy_ptr, dh_ptr, w_ptr, dx_ptr, part_ptr,
+    rows: tl.int64, h_stride: tl.int64, dy_stride: tl.int64, dh_stride: tl.int64, dx_stride: tl.int64,
+    WIDTH: tl.constexpr, BLOCK: tl.constexpr, EPS: tl.constexpr, HAS_DH: tl.constexpr, ACC: tl.constexpr,
+):  # fmt: skip
+    pid = tl.program_id(0)
+    programs = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK)
+    inside = cols < WIDTH
+    w = tl.load(w_ptr + cols, mask=inside, other=0.0).to(ACC)
+    dw = tl.zeros([BLOCK], dtype=ACC)
+    for row in range(pid, rows, programs):
+        r = (tl.zeros([], tl.int64) + row)[None]  # [1]: the row tiles are [1, BLOCK], as on the row base
+        h = tl.load(h_ptr + r[:, None] * h_stride + cols[None, :], mask=inside[None, :], other=0.0).to(ACC)
+        dy = tl.load(dy_ptr + r[:, None] * dy_stride + cols[None, :], mask=inside[None, :], other=0.0).to(ACC)
+        dh = h * 0.0
+        if HAS_DH:
+            dh = tl.load(dh_ptr + r[:, None] * dh_stride + cols[None, :], mask=inside[None, :], other=0.0).to(ACC)
+        m, s = _bwd_accumulate(tl.zeros([1], ACC), tl.zeros([1], ACC), h, dy, dh, w[None, :])
+        rstd, scale = _bwd_finish(m, s, WIDTH, EPS)
+        dx, _ = _bwd_apply(h, dy, dh, w[None, :], rstd, scale)
+        tl.store(dx_ptr + r[:, None] * dx_stride + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=inside[None, :])
+        dw += tl.sum(dy * h * rstd[:, None], axis=0)
+    tl.store(part_ptr + pid.to(tl.int64) * WIDTH + cols, dw, mask=inside)
+
+
+_BWD_FUSED = FastKernel(_bwd_fused_kernel)
+
+
+def fused_applies(width: int, weight: torch.Tensor | None) -> bool:
+    """Whether the fused backward covers this problem (a weight whose gradient is wanted,
+    rows that fit one program)."""
+    return weight is not None and 0 < width <= FUSED_MAX_WIDTH
+
+
+def backward_fused(
+    h2d: torch.Tensor,
+    dy2d: torch.Tensor,
+    dx2d: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float,
+    dh2d: torch.Tensor | None = None,
+    programs: int | None = None,
+) -> torch.Tensor:
+    """Write dx into ``dx2d`` and return the weight gradient (``[width]``, the weight's dtype)
+    from one persistent pass over ``h2d``, ``dy2d`` (and ``dh2d``) plus a column sum of the
+    programs' partials.  Row tensors ``[rows, width]`` with a contiguous last dimension,
+    ``width <= FUSED_MAX_WIDTH``; ``programs``: how many (default: ``FUSED_PROGRAMS_PER_SM``
+    per SM, at most one per row)."""
+    n_rows, width = h2d.shape
+    acc_dtype = torch.float64 if h2d.dtype == torch.float64 else torch.float32
+    if n_rows == 0:
+        return torch.zeros(width, device=h2d.device, dtype=weight.dtype)
+    if h2d.is_cuda and h2d.device.index != torch.cuda.current_device():  # Triton launches on the current GPU
+        with torch.cuda.device(h2d.device):
+            return backward_fused(h2d, dy2d, dx2d, weight, eps, dh2d, programs)
+    programs = min(n_rows, programs or FUSED_PROGRAMS_PER_SM * sm_count(h2d.device))
+    part = torch.empty((programs, width), device=h2d.device, dtype=acc_dtype)
+    block = triton.next_power_of_2(width)
+    warps = 4 if block <= 1024 else 8 if block <= 4096 else 16
+    dh = h2d if dh2d is None else dh2d
+    index = h2d.device.index if h2d.is_cuda else -1
+    key = (index, *[(t.dtype, t.data_ptr() % 16 == 0) for t in (h2d, dy2d, dh, weight, dx2d, part)])
+    acc = tl.float64 if acc_dtype == torch.float64 else tl.float32
+    _BWD_FUSED.launch(
+        key, index, (programs, 1, 1),
+        (h2d, dy2d, dh, weight, dx2d, part, n_rows, h2d.stride(0), dy2d.stride(0), dh.stride(0), dx2d.stride(0)),
+        (width, block, float(eps), dh2d is not None, acc), warps,
+    )  # fmt: skip
+    return column_sum(part, out_dtype=weight.dtype)
+
 
 # =============================================================================== plans
 
@@ -180,6 +270,8 @@ def _forward(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:  # fmt: skip
     # New contiguous outputs: y, and h with a residual, allocated as rows and viewed in x's
     # shape only where it has other dimensions.
+    if plan == "fused":  # a backward plan: the forward takes the planner's choice
+        plan = None
     x2d = _rows(x, width)
     y2d = torch.empty_like(x2d, memory_format=torch.contiguous_format)  # empty_like: a third of empty's host time
     h2d = None if residual is None else torch.empty_like(x2d, memory_format=torch.contiguous_format)
@@ -201,6 +293,13 @@ def _backward(
     h2d = _rows(h, width)
     dy2d = _rows(dy, width)  # an expanded gradient (of y.sum()) is copied here
     dx2d = torch.empty_like(h2d, memory_format=torch.contiguous_format)
+    if plan == "fused":
+        if want_dw and fused_applies(width, weight):
+            assert weight is not None
+            dh2d = None if dh is None else _rows(dh, width)
+            dw = backward_fused(h2d, dy2d, dx2d, _flat(weight, width), eps, dh2d)  # type: ignore[arg-type]
+            return (dx2d if h.dim() == 2 and h2d.shape[1] == h.shape[1] else dx2d.view(h.shape)), dw
+        plan = None  # nothing to fuse (no weight gradient) or rows too wide: the planner's row plan
     rstd_dtype = torch.float64 if h.dtype == torch.float64 else torch.float32
     rstd = torch.empty(h2d.shape[0], device=h.device, dtype=rstd_dtype) if want_dw else None
     backward_rows(h2d, dy2d, dx2d, _flat(weight, width), eps, None if dh is None else _rows(dh, width), rstd, plan)
@@ -342,7 +441,7 @@ def check_args(
     check_tensor("rms_norm", "x", x)
     check_float("rms_norm", "x", x)
     check_device("rms_norm", "x", x)
-    check_plan("rms_norm", plan)
+    check_plan("rms_norm", plan, PLANS)
     shape = tuple(normalized_shape)
     if not all(isinstance(n, int) and n >= 0 for n in shape):
         raise TypeError(f"rms_norm: normalized_shape must be a sequence of non-negative ints, got {normalized_shape!r}")
@@ -397,7 +496,9 @@ def rms_norm(
         residual: ``x``'s shape and dtype.  Given, ``h = x + residual`` (summed in fp32) is
             normalized and returned as the updated residual, in the same launch.
         plan: ``None`` lets the planner choose; ``"block"``, ``"looped"`` or ``"split"``
-            forces one (as for softmax).
+            forces one (as for softmax); ``"fused"`` keeps the planner's forward and runs
+            the backward as one persistent pass that also sums the weight gradient's
+            partials (rows up to ``FUSED_MAX_WIDTH`` wide; the row plans otherwise).
 
     Returns: ``y`` (``x``'s shape and dtype, new and contiguous), or with a residual the
     pair ``(y, h)``.  Statistics are accumulated in float32 (float64 for float64).  A row

@@ -287,6 +287,70 @@ def test_weight_gradient_is_bitwise_reproducible(dtype) -> None:
         assert torch.equal(first, _dw(x, w, dy, plan)), f"the {plan} plan's rstd changed the bits"
 
 
+# ----------------------------------------------------------------------- the fused backward
+
+
+FUSED_CASES = [((1, 1), 1), ((7, 33), None), ((9, 300), 4), ((3, 4, 129), 5), ((2, 4097), None), ((6, 1000), 6)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
+@pytest.mark.parametrize(("shape", "programs"), FUSED_CASES, ids=str)
+def test_fused_backward_matches_float64(shape, programs, residual, dtype) -> None:
+    """dx and dw from the persistent pass, with fewer programs than rows (each walks
+    several rows: the stride of the row loop) and one per row, in poisoned outputs."""
+    width, eps = shape[-1], 1e-6
+    h = randn(shape, dtype, ("fh", shape)).reshape(-1, width)
+    dy = randn(shape, dtype, ("fdy", shape), scale=1.0).reshape(-1, width)
+    dh = randn(shape, dtype, ("fdh", shape), scale=1.0).reshape(-1, width) if residual else None
+    w = randn((width,), dtype, ("fw", shape), scale=0.5, shift=1.0)
+    dx = torch.full_like(h, OUT_POISON)
+    dw = rmsnorm.backward_fused(h, dy, dx, w, eps, dh, programs)
+    assert not (dx == OUT_POISON).any(), "an element of dx was never written"
+    dx_ref, dw_ref = reference_grads(h, w, eps, dy, dh)
+    assert_dx_close(dx, dx_ref, h, w, eps, dy, dtype, dh)
+    assert dw.dtype == w.dtype and dw.shape == w.shape
+    assert_close(dw, dw_ref, dtype, "dw")
+
+
+@pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
+def test_fused_plan_through_autograd_and_its_fallbacks(residual) -> None:
+    """plan="fused" trains like the row plans; without a weight gradient, or rows wider than
+    FUSED_MAX_WIDTH, the backward falls back to the planner's row plan."""
+    for width in (300, rmsnorm.FUSED_MAX_WIDTH + 1):
+        x = randn((3, width), torch.float32, ("fa", width)).requires_grad_()
+        r = randn((3, width), torch.float32, ("far", width)).requires_grad_() if residual else None
+        w = randn((width,), torch.float32, ("faw", width), shift=1.0).requires_grad_()
+        dy = randn((3, width), torch.float32, ("fady", width), scale=1.0)
+        outs = [kernels.rms_norm(x, (width,), w, 1e-6, residual=r, plan=p) for p in ("fused", None)]
+        ys = [o[0] if residual else o for o in outs]
+        torch.testing.assert_close(ys[0], ys[1], rtol=0, atol=0)  # the forward is the planner's in both
+        inputs = (x, r, w) if residual else (x, w)
+        got, want = (torch.autograd.grad(y, inputs, dy) for y in ys)
+        for g, e in zip(got, want, strict=True):
+            torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
+    # no weight gradient wanted: dx alone, through the row plans
+    x = randn((4, 64), torch.float32, "fnw").requires_grad_()
+    w = randn((64,), torch.float32, "fnww", shift=1.0)
+    (dx,) = torch.autograd.grad(kernels.rms_norm(x, (64,), w, 1e-6, plan="fused"), x, torch.ones(4, 64))
+    (want,) = torch.autograd.grad(F.rms_norm(x, (64,), w, 1e-6), x, torch.ones(4, 64))
+    torch.testing.assert_close(dx, want, rtol=1e-5, atol=1e-5)
+
+
+def test_fused_weight_gradient_is_bitwise_reproducible() -> None:
+    """Row i always lands in program i % programs: repeated calls give the same bits, and
+    appended rows with a zero gradient add exact zeros."""
+    rows, width, programs = 50, 70, 8
+    h = randn((rows, width), torch.float32, "fdet")
+    dy = randn((rows, width), torch.float32, "fdetdy", scale=1.0)
+    w = randn((width,), torch.float32, "fdetw", shift=1.0)
+    first = rmsnorm.backward_fused(h, dy, torch.empty_like(h), w, 1e-6, None, programs)
+    assert torch.equal(first, rmsnorm.backward_fused(h, dy, torch.empty_like(h), w, 1e-6, None, programs))
+    h2 = torch.cat([h, randn((3, width), torch.float32, "fdet2")])
+    dy2 = torch.cat([dy, torch.zeros(3, width)])
+    assert torch.equal(first, rmsnorm.backward_fused(h2, dy2, torch.empty_like(h2), w, 1e-6, None, programs))
+
+
 def test_column_sum_with_a_product_and_row_scale() -> None:
     a = randn((200, 70), torch.float32, "cs")
     b = randn((200, 70), torch.float32, "csb")

@@ -40,7 +40,7 @@ from bench.studies._rows import (
     row_case_id,
     row_cases,
 )
-from kernels.rmsnorm import BACKWARD_POLICY, POLICY
+from kernels.rmsnorm import BACKWARD_POLICY, FUSED_MAX_WIDTH, POLICY
 
 EPS = 1e-6
 # Launch-bound (32 x 127) through DRAM-bound (16384 x 4096), model hidden sizes nobody
@@ -177,8 +177,19 @@ class RMSNormStudy:
         return {"rounds": 12 if quick else 14}
 
     def variants(self, case: Params) -> list[Variant]:
+        fused = []
+        if case["direction"] == "fwd+bwd" and 0 < case["cols"] <= FUSED_MAX_WIDTH:
+            fused.append(
+                Variant(
+                    "triton-fused",
+                    "Triton, fused backward (dx and the weight gradient's partials in one pass)",
+                    _build("fused"),
+                    lambda c: {"plan": "fused", "forward": "planner's choice", "max_width": FUSED_MAX_WIDTH},
+                )
+            )
         return [
             *ours(case, _build, POLICY, BACKWARD_POLICY),
+            *fused,
             Variant("torch", "F.rms_norm after the add", lambda c: _apply(_f_rms_norm, c)),
             Variant("eager", "unfused eager composition", lambda c: _apply(_eager_composition, c)),
             Variant(
