@@ -1,0 +1,925 @@
+"""GEMM: ``a @ b`` with fused epilogues, in four variants kept side by side, autograd, op and functional.
+
+Memory traffic: a GEMM of ``[M, K] @ [K, N]`` must read ``a`` and ``b`` once and write ``c``
+once (2·(MK + KN + MN) bytes in fp16/bf16) and does 2·MNK flops.  A tile of ``BLOCK_M x
+BLOCK_N`` outputs reads a ``BLOCK_M x K`` strip of ``a`` and a ``K x BLOCK_N`` strip of ``b``;
+every strip is read by a whole row (column) of tiles, so what reaches DRAM depends on which
+tiles run together and share their strips in L2.  The *grouped order* launches ``GROUP_M``
+rows of tiles column by column, so that the programs resident at one time share a few strips
+of ``b`` and of ``a`` instead of streaming all of ``b`` once per row of tiles (the grouping
+study times GROUP_M 1/4/8 with one tile).  At 4096³ and above the operands do not fit in
+L2 and the kernel is compute bound only if this reuse works; small-M (decode) shapes are the
+opposite: ``b`` (the weight) is read once and is the whole cost, so the question there is
+only whether enough programs run to pull DRAM bandwidth (split-K).
+
+The variants:
+
+* ``fixed``: one tile (``FIXED_CONFIG``), pointer loads, grouped order; M, N, K, strides are
+  runtime (no recompilation for a new shape).
+* ``autotuned``: the same kernel body with N and K compile-time (per weight shape) and the
+  tile, stages and warps chosen by ``triton.autotune``, keyed on a power-of-two bucket of M
+  (so a new M in a bucket neither recompiles nor re-tunes), N, K, the layouts and the dtypes.
+* ``persistent``: one program per SM walks the tiles in grouped order (``tile += NUM_SMS``),
+  loading through TMA tensor descriptors made on the device (``tl.make_tensor_descriptor``;
+  Hopper's copy engine moves the tiles into shared memory without the warps issuing
+  addresses), the loop nest flattened so the pipeline does not drain between tiles.
+  Default tile 128x256x64, 3 stages, 8 warps (the tile that reached ~0.97-1.0x cuBLAS at
+  4096³/8192³ on the H200 in one probe).  Layouts TMA cannot read (an inner stride that is
+  not 1, a row stride or base that is not 16-byte aligned) take the same persistent loop
+  with pointer loads.
+* ``split_k``: for decode-like shapes (M = 1..128, large K) the output has too few tiles to
+  occupy the GPU; K is cut into ``splits`` ranges, each program writes an fp32 partial tile
+  to a workspace ``[splits, M, N]``, and a second kernel sums the partials in split order
+  (no atomics: the same bits on every run) and applies the epilogue.  The workspace costs
+  2·4·splits·M·N bytes of traffic, small beside the weight's 2·K·N when M is small.
+
+Operands are read in place with their own strides: ``a.T`` or ``b.T`` is the same memory with
+swapped strides, never a copy.  Each operand's layout (inner dimension contiguous, outer
+dimension contiguous, or neither) is a compile-time constant, so contiguous loads vectorize
+while the strides themselves stay runtime values; a stride that is a multiple of 16 bytes is
+announced the same way (``(s // VEC) * VEC`` lets the compiler see the multiple).
+
+Epilogues run on the fp32 accumulator before the one store: ``bias`` (+ bias[N]),
+``bias_gelu`` (gelu_tanh(acc + bias)) and ``residual`` (+ residual[M, N]).  Fused, they cost
+one read of the bias (or residual) and no extra pass over ``c``; unfused (cuBLAS then the
+op) they cost a write and a read of ``c`` more per op.
+
+Backward: ``dA = dZ·Bᵀ`` and ``dB = Aᵀ·dZ`` with the same kernels, passing the views ``b.T``
+and ``a.T`` (swapped strides, no copies), and only the gradients that are needed.  ``dZ`` is
+the output gradient, times gelu'(z) for ``bias_gelu``; the bias gradient is the column sum of
+``dZ`` (a fixed-order reduction, deterministic).  gelu' needs the pre-activation ``z = a@b +
+bias``: the forward stores it (one more ``[M, N]`` write in the forward and one read in the
+backward, and ``[M, N]`` elements kept alive between them) when a gradient is needed,
+instead of recomputing it with a second GEMM in the backward (2·MNK flops more).  For large K
+the GEMM costs far more than the memory, hence the choice; without grad the extra store is
+skipped.
+
+Reading order: the kernels (shared tile helpers, the four variants, the epilogue backward),
+the launch plan (configs, default dispatch, layouts, launches), autograd, the
+``torch.library`` ops that ``torch.compile`` traces, and the public functional.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels._launch import INTERPRETER, FastKernel
+from kernels._rowwise import column_sum, sm_count
+
+VARIANTS = ("fixed", "autotuned", "persistent", "split_k")
+EPILOGUES = (None, "bias", "bias_gelu", "residual")
+PRECISIONS = ("tf32", "ieee")
+DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+_EPILOGUE_CODE = {None: 0, "bias": 1, "bias_gelu": 2, "residual": 3}
+# Operand layouts (compile-time): which of a 2-D operand's dimensions is contiguous.
+_GENERAL, _INNER, _OUTER = 0, 1, 2
+
+# =============================================================================== kernels
+# Every integer argument is tl.int64 and runtime (do_not_specialize): offsets such as
+# m * stride_am may pass 2^31, and a new M (or stride that follows M) must not recompile.
+
+_GELU_C = tl.constexpr(0.7978845608028654)  # sqrt(2 / pi)
+_GELU_A = tl.constexpr(0.044715)
+
+
+@triton.jit
+def _tanh(u):
+    # 1 - 2 / (exp(2u) + 1), u clamped to ±10 (tanh(10) rounds to 1 in fp32): no overflow, never
+    # NaN from inf / inf.  A NaN x still gives NaN: gelu multiplies by x.
+    u = tl.minimum(tl.maximum(u, -10.0), 10.0)
+    return 1.0 - 2.0 / (tl.exp(2.0 * u) + 1.0)
+
+
+@triton.jit
+def gelu_tanh(x):
+    """torch.nn.functional.gelu(x, approximate="tanh") in fp32."""
+    return 0.5 * x * (1.0 + _tanh(_GELU_C * (x + _GELU_A * x * x * x)))
+
+
+@triton.jit
+def gelu_tanh_grad(x):
+    """d gelu_tanh(x) / dx."""
+    t = _tanh(_GELU_C * (x + _GELU_A * x * x * x))
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _GELU_C * (1.0 + 3.0 * _GELU_A * x * x)
+
+
+_INTERPRETED = tl.constexpr(INTERPRETER)
+
+
+@triton.jit
+def _dot(a, b, acc, PRECISION: tl.constexpr):
+    if _INTERPRETED and a.dtype == tl.bfloat16:
+        # The interpreter keeps bf16 as uint16 bit patterns and its dot multiplies those: widen
+        # first (exact: every bf16 is an fp32, and the products are accumulated in fp32 anyway).
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+    else:
+        return tl.dot(a, b, acc, input_precision=PRECISION)
+
+
+@triton.jit
+def _hint(stride, VEC: tl.constexpr):
+    # The host checked stride % VEC == 0 (VEC elements = 16 bytes); (s // VEC) * VEC shows the
+    # compiler the multiple (for 16-byte vector loads) without specializing on the value.
+    if VEC > 1:
+        return (stride // VEC) * VEC
+    else:
+        return stride
+
+
+@triton.jit
+def _offsets(rows, cols, s0, s1, LAYOUT: tl.constexpr):
+    # [R, C] element offsets of a 2-D operand; the contiguous dimension is not multiplied.
+    if LAYOUT == 1:
+        return rows[:, None] * s0 + cols[None, :]
+    elif LAYOUT == 2:
+        return rows[:, None] + cols[None, :] * s1
+    else:
+        return rows[:, None] * s0 + cols[None, :] * s1
+
+
+@triton.jit
+def _grouped(tile, num_m, num_n, GROUP_M: tl.constexpr):
+    # Tile -> (tile row, tile column), GROUP_M tile rows at a time, column by column inside a group.
+    per_group = GROUP_M * num_n
+    group = tile // per_group
+    first_m = group * GROUP_M
+    size_m = tl.minimum(num_m - first_m, GROUP_M)
+    pid_m = first_m + (tile % per_group) % size_m
+    pid_n = (tile % per_group) // size_m
+    return pid_m, pid_n
+
+
+@triton.jit
+def _mainloop(
+    a_ptr, b_ptr, pid_m, pid_n, M, N, K, k_start, k_tiles, s_am, s_ak, s_bk, s_bn,
+    A_LAYOUT: tl.constexpr, B_LAYOUT: tl.constexpr, EVEN_K: tl.constexpr, PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):  # fmt: skip
+    # fp32 accumulator of one output tile over k_tiles blocks of K from k_start.  Rows past M
+    # and columns past N wrap around (% M, % N): every load is in bounds without a mask (so it
+    # vectorizes), and the wrapped rows are never stored.  Only the K tail is masked.
+    rm = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
+    rn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for i in range(0, k_tiles):
+        k = k_start + i * BLOCK_K + rk
+        a_off = _offsets(rm, k, s_am, s_ak, A_LAYOUT)
+        b_off = _offsets(k, rn, s_bk, s_bn, B_LAYOUT)
+        if EVEN_K:
+            a = tl.load(a_ptr + a_off)
+            b = tl.load(b_ptr + b_off)
+        else:
+            a = tl.load(a_ptr + a_off, mask=k[None, :] < K, other=0.0)
+            b = tl.load(b_ptr + b_off, mask=k[:, None] < K, other=0.0)
+        acc = _dot(a, b, acc, PRECISION)
+    return acc
+
+
+@triton.jit
+def _finish(
+    acc, rm, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
+    EPILOGUE: tl.constexpr, STORE_PRE: tl.constexpr, R_LAYOUT: tl.constexpr, C_VEC: tl.constexpr,
+):  # fmt: skip
+    # The epilogue on the fp32 tile, then the one store of c (and of the pre-activation z for
+    # the backward of bias_gelu).  c and z are ours: contiguous [M, N] with row stride s_cm.
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    if EPILOGUE == 1 or EPILOGUE == 2:
+        bias = tl.load(bias_ptr + rn * s_bias, mask=rn < N, other=0.0).to(tl.float32)
+        acc = acc + bias[None, :]
+    if EPILOGUE == 3:
+        res = tl.load(res_ptr + _offsets(rm, rn, s_rm, s_rn, R_LAYOUT), mask=mask, other=0.0)
+        acc = acc + res.to(tl.float32)
+    c_off = rm[:, None] * _hint(s_cm, C_VEC) + rn[None, :]
+    if EPILOGUE == 2:
+        if STORE_PRE:
+            tl.store(pre_ptr + c_off, acc.to(pre_ptr.dtype.element_ty), mask=mask)
+        acc = gelu_tanh(acc)
+    tl.store(c_ptr + c_off, acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit(do_not_specialize=["M", "N", "K", "s_am", "s_ak", "s_bk", "s_bn", "s_cm", "s_bias", "s_rm", "s_rn"])
+def _mm_fixed_kernel(
+    a_ptr, b_ptr, c_ptr, pre_ptr, bias_ptr, res_ptr, M: tl.int64, N: tl.int64, K: tl.int64,
+    s_am: tl.int64, s_ak: tl.int64, s_bk: tl.int64, s_bn: tl.int64, s_cm: tl.int64, s_bias: tl.int64,
+    s_rm: tl.int64, s_rn: tl.int64,
+    A_LAYOUT: tl.constexpr, B_LAYOUT: tl.constexpr, R_LAYOUT: tl.constexpr, A_VEC: tl.constexpr,
+    B_VEC: tl.constexpr, C_VEC: tl.constexpr, EVEN_K: tl.constexpr, EPILOGUE: tl.constexpr,
+    STORE_PRE: tl.constexpr, PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+):  # fmt: skip
+    """One program per output tile, grouped order; M, N, K and every stride runtime."""
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = tl.cdiv(N, BLOCK_N)
+    pid_m, pid_n = _grouped(tl.program_id(0).to(tl.int64), num_m, num_n, GROUP_M)
+    s_am = _hint(s_am, A_VEC) if A_LAYOUT == 1 else s_am
+    s_ak = _hint(s_ak, A_VEC) if A_LAYOUT == 2 else s_ak
+    s_bk = _hint(s_bk, B_VEC) if B_LAYOUT == 1 else s_bk
+    s_bn = _hint(s_bn, B_VEC) if B_LAYOUT == 2 else s_bn
+    acc = _mainloop(a_ptr, b_ptr, pid_m, pid_n, M, N, K, 0, tl.cdiv(K, BLOCK_K), s_am, s_ak, s_bk, s_bn,
+                    A_LAYOUT, B_LAYOUT, EVEN_K, PRECISION, BLOCK_M, BLOCK_N, BLOCK_K)  # fmt: skip
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    _finish(acc, rm, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
+            EPILOGUE, STORE_PRE, R_LAYOUT, C_VEC)  # fmt: skip
+
+
+@triton.jit(do_not_specialize=["M", "m_bucket", "s_am", "s_ak", "s_bk", "s_bn", "s_cm", "s_bias", "s_rm", "s_rn"])
+def _mm_tuned_body(
+    a_ptr, b_ptr, c_ptr, pre_ptr, bias_ptr, res_ptr, M: tl.int64, m_bucket: tl.int64,
+    s_am: tl.int64, s_ak: tl.int64, s_bk: tl.int64, s_bn: tl.int64, s_cm: tl.int64, s_bias: tl.int64,
+    s_rm: tl.int64, s_rn: tl.int64,
+    N: tl.constexpr, K: tl.constexpr, A_LAYOUT: tl.constexpr, B_LAYOUT: tl.constexpr, R_LAYOUT: tl.constexpr,
+    A_VEC: tl.constexpr, B_VEC: tl.constexpr, C_VEC: tl.constexpr, EPILOGUE: tl.constexpr,
+    STORE_PRE: tl.constexpr, PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+):  # fmt: skip
+    """The fixed kernel's body with N and K compile-time (per weight shape); ``m_bucket`` (the
+    power-of-two bucket of M) is only the autotuner's key."""
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = tl.cdiv(N, BLOCK_N)
+    pid_m, pid_n = _grouped(tl.program_id(0).to(tl.int64), num_m, num_n, GROUP_M)
+    s_am = _hint(s_am, A_VEC) if A_LAYOUT == 1 else s_am
+    s_ak = _hint(s_ak, A_VEC) if A_LAYOUT == 2 else s_ak
+    s_bk = _hint(s_bk, B_VEC) if B_LAYOUT == 1 else s_bk
+    s_bn = _hint(s_bn, B_VEC) if B_LAYOUT == 2 else s_bn
+    acc = _mainloop(a_ptr, b_ptr, pid_m, pid_n, M, N, K, 0, tl.cdiv(K, BLOCK_K), s_am, s_ak, s_bk, s_bn,
+                    A_LAYOUT, B_LAYOUT, K % BLOCK_K == 0, PRECISION, BLOCK_M, BLOCK_N, BLOCK_K)  # fmt: skip
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    _finish(acc, rm, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
+            EPILOGUE, STORE_PRE, R_LAYOUT, C_VEC)  # fmt: skip
+
+
+@triton.jit(do_not_specialize=["M", "N", "K", "s_am", "s_ak", "s_bk", "s_bn", "s_cm", "s_bias", "s_rm", "s_rn"])
+def _mm_persistent_kernel(
+    a_ptr, b_ptr, c_ptr, pre_ptr, bias_ptr, res_ptr, M: tl.int64, N: tl.int64, K: tl.int64,
+    s_am: tl.int64, s_ak: tl.int64, s_bk: tl.int64, s_bn: tl.int64, s_cm: tl.int64, s_bias: tl.int64,
+    s_rm: tl.int64, s_rn: tl.int64,
+    A_LAYOUT: tl.constexpr, B_LAYOUT: tl.constexpr, R_LAYOUT: tl.constexpr, A_VEC: tl.constexpr,
+    B_VEC: tl.constexpr, C_VEC: tl.constexpr, EVEN_K: tl.constexpr, EPILOGUE: tl.constexpr,
+    STORE_PRE: tl.constexpr, PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, USE_TMA: tl.constexpr,
+):  # fmt: skip
+    """One program per SM; program p computes tiles p, p + NUM_SMS, ... in grouped order.
+
+    USE_TMA: a and b are read through device-side tensor descriptors (TMA; out-of-bounds
+    boxes are zero-filled by the hardware, so no masks and no wrap-around) and c is written
+    through one.  A transposed operand (its outer dimension contiguous, _OUTER) gets a
+    descriptor over its memory as it lies and the loaded tile is transposed in the dot."""
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = tl.cdiv(N, BLOCK_N)
+    num_tiles = num_m * num_n
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    if USE_TMA:
+        if A_LAYOUT == 1:
+            a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M.to(tl.int32), K.to(tl.int32)],
+                                               strides=[s_am, 1], block_shape=[BLOCK_M, BLOCK_K])  # fmt: skip
+        else:
+            a_desc = tl.make_tensor_descriptor(a_ptr, shape=[K.to(tl.int32), M.to(tl.int32)],
+                                               strides=[s_ak, 1], block_shape=[BLOCK_K, BLOCK_M])  # fmt: skip
+        if B_LAYOUT == 1:
+            b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K.to(tl.int32), N.to(tl.int32)],
+                                               strides=[s_bk, 1], block_shape=[BLOCK_K, BLOCK_N])  # fmt: skip
+        else:
+            b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N.to(tl.int32), K.to(tl.int32)],
+                                               strides=[s_bn, 1], block_shape=[BLOCK_N, BLOCK_K])  # fmt: skip
+    for tile in tl.range(tl.program_id(0).to(tl.int64), num_tiles, NUM_SMS, flatten=True):
+        pid_m, pid_n = _grouped(tile, num_m, num_n, GROUP_M)
+        if USE_TMA:
+            om = (pid_m * BLOCK_M).to(tl.int32)
+            on = (pid_n * BLOCK_N).to(tl.int32)
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for ki in range(0, k_tiles.to(tl.int32)):  # descriptor coordinates are 32-bit
+                ok = ki * BLOCK_K
+                a = a_desc.load([om, ok]) if A_LAYOUT == 1 else a_desc.load([ok, om]).T
+                b = b_desc.load([ok, on]) if B_LAYOUT == 1 else b_desc.load([on, ok]).T
+                acc = _dot(a, b, acc, PRECISION)
+        else:
+            acc = _mainloop(a_ptr, b_ptr, pid_m, pid_n, M, N, K, 0, k_tiles, s_am, s_ak, s_bk, s_bn,
+                            A_LAYOUT, B_LAYOUT, EVEN_K, PRECISION, BLOCK_M, BLOCK_N, BLOCK_K)  # fmt: skip
+        rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        _finish(acc, rm, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
+                EPILOGUE, STORE_PRE, R_LAYOUT, C_VEC)  # fmt: skip
+
+
+@triton.jit(do_not_specialize=["M", "N", "K", "k_per_split", "s_am", "s_ak", "s_bk", "s_bn"])
+def _mm_split_kernel(
+    a_ptr, b_ptr, ws_ptr, M: tl.int64, N: tl.int64, K: tl.int64, k_per_split: tl.int64,
+    s_am: tl.int64, s_ak: tl.int64, s_bk: tl.int64, s_bn: tl.int64,
+    A_LAYOUT: tl.constexpr, B_LAYOUT: tl.constexpr, A_VEC: tl.constexpr, B_VEC: tl.constexpr,
+    EVEN_K: tl.constexpr, PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+):  # fmt: skip
+    """Program (tile, split) writes the fp32 partial of its K range [split·k_per_split, +k_per_split)
+    (k_per_split a multiple of BLOCK_K, so only the last split meets the K tail) to ws[split]."""
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = tl.cdiv(N, BLOCK_N)
+    pid_m, pid_n = _grouped(tl.program_id(0).to(tl.int64), num_m, num_n, GROUP_M)
+    split = tl.program_id(1).to(tl.int64)
+    k_start = split * k_per_split
+    k_tiles = tl.cdiv(tl.minimum(K - k_start, k_per_split), BLOCK_K)
+    s_am = _hint(s_am, A_VEC) if A_LAYOUT == 1 else s_am
+    s_ak = _hint(s_ak, A_VEC) if A_LAYOUT == 2 else s_ak
+    s_bk = _hint(s_bk, B_VEC) if B_LAYOUT == 1 else s_bk
+    s_bn = _hint(s_bn, B_VEC) if B_LAYOUT == 2 else s_bn
+    acc = _mainloop(a_ptr, b_ptr, pid_m, pid_n, M, N, K, k_start, k_tiles, s_am, s_ak, s_bk, s_bn,
+                    A_LAYOUT, B_LAYOUT, EVEN_K, PRECISION, BLOCK_M, BLOCK_N, BLOCK_K)  # fmt: skip
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    tl.store(ws_ptr + split * M * N + rm[:, None] * N + rn[None, :], acc, mask=mask)
+
+
+@triton.jit(do_not_specialize=["M", "N", "splits", "s_cm", "s_bias", "s_rm", "s_rn"])
+def _mm_split_reduce_kernel(
+    ws_ptr, c_ptr, pre_ptr, bias_ptr, res_ptr, M: tl.int64, N: tl.int64, splits: tl.int64, s_cm: tl.int64,
+    s_bias: tl.int64, s_rm: tl.int64, s_rn: tl.int64,
+    R_LAYOUT: tl.constexpr, C_VEC: tl.constexpr, EPILOGUE: tl.constexpr, STORE_PRE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    """The finishing reduction of split-K: partials summed in split order (deterministic), then
+    the epilogue and the store."""
+    rm = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = tl.program_id(1).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    off = rm[:, None] * N + rn[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for s in range(0, splits):
+        acc += tl.load(ws_ptr + s * M * N + off, mask=mask, other=0.0)
+    _finish(acc, rm, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
+            EPILOGUE, STORE_PRE, R_LAYOUT, C_VEC)  # fmt: skip
+
+
+@triton.jit(do_not_specialize=["n"])
+def _gelu_backward_kernel(dy_ptr, z_ptr, dz_ptr, n: tl.int64, BLOCK: tl.constexpr):
+    """dz = dy * gelu_tanh'(z) over contiguous tensors (one read of each, one write)."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    dy = tl.load(dy_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    z = tl.load(z_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    tl.store(dz_ptr + offs, (dy * gelu_tanh_grad(z)).to(dz_ptr.dtype.element_ty), mask=mask)
+
+
+# =============================================================================== launch plan
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    """A tile: ``block_m x block_n`` outputs per program, ``block_k`` deep steps, ``group_m``
+    tile rows per group of the grouped order, ``num_stages`` software-pipeline stages,
+    ``num_warps`` warps per program.  Blocks are powers of two, block_m/block_n/block_k ≥ 16."""
+
+    block_m: int
+    block_n: int
+    block_k: int
+    group_m: int
+    num_stages: int
+    num_warps: int
+
+    def astuple(self) -> tuple[int, int, int, int, int, int]:
+        return (self.block_m, self.block_n, self.block_k, self.group_m, self.num_stages, self.num_warps)
+
+
+FIXED_CONFIG = TileConfig(128, 128, 32, 8, 3, 4)
+PERSISTENT_CONFIG = TileConfig(128, 256, 64, 8, 3, 8)  # the probe's tile (see the module docstring)
+PERSISTENT_CONFIG_FP32 = TileConfig(128, 128, 32, 8, 3, 8)  # 4-byte operands: the 16-bit tile's shared memory
+SPLIT_K_BLOCK_N = 128
+# The interpreter runs programs one after another in numpy: small tiles, so that the tests'
+# small odd shapes still span several tiles and several K steps.
+INTERPRETER_CONFIG = TileConfig(32, 32, 32, 2, 1, 4)
+
+# Default dispatch thresholds.  Provisional: the GEMM study measures them on the H200.
+SPLIT_K_MAX_M = 128  # decode-like: at most this many rows ...
+SPLIT_K_MIN_K = 2048  # ... a deep K ...
+MAX_SPLITS = 16
+PERSISTENT_MIN_MNK = 1024**3  # persistent on Hopper from M·N·K of 1024³ up (launch overhead pays off)
+_REDUCE_BLOCK = (32, 128)  # the split-K reduction's tile
+_GELU_BLOCK = 1024
+
+
+def _tuned_configs() -> list[triton.Config]:
+    if INTERPRETER:
+        c = INTERPRETER_CONFIG
+        return [triton.Config({"BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "BLOCK_K": c.block_k, "GROUP_M": c.group_m},
+                              num_stages=c.num_stages, num_warps=c.num_warps)]  # fmt: skip
+    tiles = [
+        (128, 256, 64, 3, 8), (256, 128, 64, 3, 8), (128, 128, 64, 4, 4), (128, 128, 64, 3, 8),
+        (128, 128, 32, 4, 4), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4), (64, 128, 32, 4, 4),
+        (64, 64, 64, 4, 4), (32, 128, 64, 4, 4), (16, 128, 128, 4, 4), (16, 64, 128, 4, 4),
+        (32, 64, 128, 4, 4),
+    ]  # fmt: skip
+    return [
+        triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8}, num_stages=s, num_warps=w)
+        for m, n, k, s, w in tiles
+    ]
+
+
+def _prune(configs: list[triton.Config], named_args: dict[str, Any], **kwargs: Any) -> list[triton.Config]:
+    """Drop tiles much taller than the M bucket (they compute padding) and tiles whose pipeline
+    does not fit the 227 KB of shared memory an H100/H200 program may use."""
+    bucket = int(named_args["m_bucket"])
+    size = named_args["a_ptr"].element_size()
+    kept = [
+        c
+        for c in configs
+        if c.kwargs["BLOCK_M"] <= max(16, bucket)
+        and (c.kwargs["BLOCK_M"] + c.kwargs["BLOCK_N"]) * c.kwargs["BLOCK_K"] * size * c.num_stages <= 220 * 1024
+    ]
+    return kept or [min(configs, key=lambda c: c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"])]
+
+
+_mm_tuned_kernel = triton.autotune(
+    configs=_tuned_configs(),
+    key=["m_bucket", "N", "K", "A_LAYOUT", "B_LAYOUT", "PRECISION"],  # the autotuner adds the dtypes
+    prune_configs_by={"early_config_prune": _prune},
+)(_mm_tuned_body)
+
+
+def m_bucket(m: int) -> int:
+    """The autotuner's bucket of M: the next power of two, at least 16."""
+    return max(16, triton.next_power_of_2(max(m, 1)))
+
+
+@functools.cache
+def _capability(index: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(index)
+
+
+def default_config(variant: str, dtype: torch.dtype, m: int = 0) -> TileConfig | None:
+    """The tile a variant runs when no ``config`` is given (``None`` for ``autotuned``, which
+    picks its own).  Under the interpreter every variant runs ``INTERPRETER_CONFIG``."""
+    if variant == "autotuned":
+        return None
+    if INTERPRETER:
+        return INTERPRETER_CONFIG
+    wide = dtype == torch.float32
+    if variant == "persistent":
+        return PERSISTENT_CONFIG_FP32 if wide else PERSISTENT_CONFIG
+    if variant == "split_k":
+        return TileConfig(min(64, m_bucket(m)), SPLIT_K_BLOCK_N, 64 if wide else 128, 1, 4, 4)
+    return TileConfig(128, 128, 16 if wide else 32, 8, 3, 4) if wide else FIXED_CONFIG
+
+
+def default_variant(m: int, n: int, k: int, device: torch.device, dtype: torch.dtype = torch.bfloat16) -> str:
+    """The variant ``matmul(variant=None)`` runs for an ``[m, k] @ [k, n]`` product on ``device``:
+    ``split_k`` for decode-like shapes (few rows, deep K, too few output tiles to fill the GPU),
+    ``persistent`` on Hopper (compute capability 9.x) for large products, ``autotuned``
+    otherwise; ``fixed`` under the interpreter (the autotuner has nothing to time there)."""
+    if INTERPRETER or device.type != "cuda":
+        return "fixed"
+    sms = sm_count(device)
+    if m <= SPLIT_K_MAX_M and k >= SPLIT_K_MIN_K and triton.cdiv(n, SPLIT_K_BLOCK_N) < sms:
+        return "split_k"
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if _capability(index)[0] == 9 and m * n * k >= PERSISTENT_MIN_MNK:
+        return "persistent"
+    return "autotuned"
+
+
+def split_count(m: int, n: int, k: int, config: TileConfig, sms: int) -> tuple[int, int]:
+    """(splits, k_per_split) of split-K: enough splits that tiles x splits reaches about two
+    programs per SM, at most ``MAX_SPLITS`` and at most one per K block; ``k_per_split`` is a
+    multiple of ``block_k`` and no split is empty."""
+    tiles = triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n)
+    k_blocks = triton.cdiv(k, config.block_k)
+    splits = max(1, min(triton.cdiv(2 * sms, tiles), k_blocks, MAX_SPLITS))
+    k_per_split = triton.cdiv(k_blocks, splits) * config.block_k
+    return triton.cdiv(k, k_per_split), k_per_split
+
+
+def _layout(t: torch.Tensor) -> tuple[int, int, int, int]:
+    """(layout, s0, s1, vec): which dimension is contiguous (a dimension of size 1 counts as
+    contiguous: its index is always 0), the strides, and VEC when the other stride is a
+    multiple of 16 bytes (1 otherwise)."""
+    (n0, n1), (s0, s1) = t.shape, t.stride()
+    vec = 16 // t.element_size()
+    if s1 == 1 or n1 == 1:
+        return _INNER, s0, 1, vec if s0 % vec == 0 else 1
+    if s0 == 1 or n0 == 1:
+        return _OUTER, 1, s1, vec if s1 % vec == 0 else 1
+    return _GENERAL, s0, s1, 1
+
+
+def _tma_ok(t: torch.Tensor, layout: int, vec: int) -> bool:
+    # TMA: the contiguous dimension has stride 1, the other stride and the base are 16-byte multiples.
+    return layout != _GENERAL and vec > 1 and t.data_ptr() % 16 == 0
+
+
+def _aligned(t: torch.Tensor) -> bool:
+    return t.data_ptr() % 16 == 0
+
+
+_FIXED = FastKernel(_mm_fixed_kernel)
+_PERSISTENT = FastKernel(_mm_persistent_kernel)
+_SPLIT = FastKernel(_mm_split_kernel)
+_SPLIT_REDUCE = FastKernel(_mm_split_reduce_kernel)
+_GELU_BACKWARD = FastKernel(_gelu_backward_kernel)
+
+_recording: list[Any] | None = None  # compiled_kernels() collects the compiled kernels here
+
+
+def _launch(kernel: FastKernel, tensors: tuple[torch.Tensor, ...], index: int, grid, args, consts, warps, stages):
+    if _recording is not None:  # Triton's own launch, which returns the compiled kernel
+        compiled = kernel.launch_uncached(grid, args, consts, warps, stages)
+        if not INTERPRETER:
+            _recording.append(compiled)
+        return
+    key = (index, *[(t.dtype, _aligned(t)) for t in tensors])
+    kernel.launch(key, index, grid, args, consts, warps, stages)
+
+
+def _tensor_allocator(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+    # Global scratch for the device-side TMA descriptors (128 bytes per program), on the
+    # current device (the launch runs under the tensors' device guard).
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+def _ensure_allocator() -> None:
+    # triton.set_allocator sets a ContextVar: a thread (autograd's device threads among them)
+    # starts without one, so this runs before every persistent launch and sets it where unset.
+    from triton.runtime import _allocation
+
+    if isinstance(_allocation._allocator.get(), _allocation.NullAllocator):
+        triton.set_allocator(_tensor_allocator)
+
+
+def _precision_name(dtype: torch.dtype, precision: str | None) -> str:
+    return precision if dtype == torch.float32 and precision else "tf32"  # 16-bit operands ignore it
+
+
+def _run(
+    a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, pre: torch.Tensor | None, bias: torch.Tensor | None,
+    residual: torch.Tensor | None, variant: str, epilogue: str | None, precision: str | None,
+    config: TileConfig | None,
+) -> None:  # fmt: skip
+    """Launch ``variant`` for ``out = epilogue(a @ b)`` (M, N ≥ 1); ``pre`` receives z for bias_gelu."""
+    (m, k), n = a.shape, b.shape[1]
+    index = a.device.index if a.is_cuda else -1
+    a_lay, s_am, s_ak, a_vec = _layout(a)
+    b_lay, s_bk, s_bn, b_vec = _layout(b)
+    c_vec = 16 // out.element_size() if n % (16 // out.element_size()) == 0 else 1
+    code = _EPILOGUE_CODE[epilogue]
+    store_pre = pre is not None
+    pre_t = pre if pre is not None else out
+    bias_t = bias if bias is not None else out
+    res_t = residual if residual is not None else out
+    s_bias = bias.stride(0) if bias is not None else 0
+    r_lay, s_rm, s_rn, _ = _layout(residual) if residual is not None else (_INNER, 0, 1, 1)
+    prec = _precision_name(a.dtype, precision)
+    if k == 0:  # acc = 0 everywhere: the fixed kernel's K loop runs no step, its epilogue still applies
+        variant = "fixed"
+        config = config or default_config("fixed", a.dtype, m)
+    if variant == "autotuned":
+        grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
+        compiled = _mm_tuned_kernel[grid](
+            a, b, out, pre_t, bias_t, res_t, m, m_bucket(m), s_am, s_ak, s_bk, s_bn, out.stride(0), s_bias, s_rm, s_rn,
+            N=n, K=k, A_LAYOUT=a_lay, B_LAYOUT=b_lay, R_LAYOUT=r_lay, A_VEC=a_vec, B_VEC=b_vec, C_VEC=c_vec,
+            EPILOGUE=code, STORE_PRE=store_pre, PRECISION=prec,
+        )  # fmt: skip
+        if _recording is not None and not INTERPRETER:
+            _recording.append(compiled)
+        return
+    cfg = config or default_config(variant, a.dtype, m)
+    assert cfg is not None
+    tensors = (a, b, out, pre_t, bias_t, res_t)
+    strides = (s_am, s_ak, s_bk, s_bn, out.stride(0), s_bias, s_rm, s_rn)
+    even_k = k % cfg.block_k == 0
+    tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
+    tile = (cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m)
+    if variant == "fixed":
+        consts = (a_lay, b_lay, r_lay, a_vec, b_vec, c_vec, even_k, code, store_pre, prec, *tile)
+        _launch(_FIXED, tensors, index, (tiles, 1, 1), (*tensors, m, n, k, *strides), consts,
+                cfg.num_warps, cfg.num_stages)  # fmt: skip
+    elif variant == "persistent":
+        use_tma = (
+            _tma_ok(a, a_lay, a_vec) and _tma_ok(b, b_lay, b_vec)
+            and (INTERPRETER or _capability(index)[0] >= 9)
+        )  # fmt: skip
+        if use_tma and not INTERPRETER:
+            _ensure_allocator()
+        sms = sm_count(a.device)
+        consts = (a_lay, b_lay, r_lay, a_vec, b_vec, c_vec, even_k, code, store_pre, prec, *tile, sms, use_tma)
+        _launch(_PERSISTENT, tensors, index, (min(sms, tiles), 1, 1), (*tensors, m, n, k, *strides), consts,
+                cfg.num_warps, cfg.num_stages)  # fmt: skip
+    else:  # split_k
+        splits, k_per_split = split_count(m, n, k, cfg, sm_count(a.device))
+        ws = torch.empty((splits, m, n), device=a.device, dtype=torch.float32)
+        consts = (a_lay, b_lay, a_vec, b_vec, even_k, prec, *tile)
+        _launch(_SPLIT, (a, b, ws), index, (tiles, splits, 1), (a, b, ws, m, n, k, k_per_split, *strides[:4]),
+                consts, cfg.num_warps, cfg.num_stages)  # fmt: skip
+        rm, rn = _REDUCE_BLOCK
+        consts = (r_lay, c_vec, code, store_pre, rm, rn)
+        _launch(_SPLIT_REDUCE, (ws, out, pre_t, bias_t, res_t), index, (triton.cdiv(m, rm), triton.cdiv(n, rn), 1),
+                (ws, out, pre_t, bias_t, res_t, m, n, splits, *strides[4:]), consts, 4, 1)  # fmt: skip
+
+
+def _forward(
+    a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, residual: torch.Tensor | None,
+    variant: str | None, epilogue: str | None, precision: str | None, config: TileConfig | None, save_pre: bool,
+) -> tuple[torch.Tensor, torch.Tensor | None]:  # fmt: skip
+    """(out, pre): out = epilogue(a @ b), a new contiguous ``[M, N]`` tensor of a's dtype; pre is
+    the pre-activation a @ b + bias when ``save_pre`` and the epilogue is bias_gelu, else None."""
+    (m, k), n = a.shape, b.shape[1]
+    out = torch.empty((m, n), device=a.device, dtype=a.dtype)
+    pre = torch.empty_like(out) if save_pre and epilogue == "bias_gelu" else None
+    if m == 0 or n == 0:
+        return out, pre
+    variant = variant or default_variant(m, n, k, a.device, a.dtype)
+    if a.is_cuda and a.device.index != torch.cuda.current_device():  # Triton launches on the current GPU
+        with torch.cuda.device(a.device):
+            _run(a, b, out, pre, bias, residual, variant, epilogue, precision, config)
+    else:
+        _run(a, b, out, pre, bias, residual, variant, epilogue, precision, config)
+    return out, pre
+
+
+def gelu_backward(dy: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """``dy * gelu_tanh'(z)`` (the gradient reaching ``z`` through the bias_gelu epilogue), in
+    ``z``'s dtype, computed in fp32."""
+    dy = dy.to(z.dtype).contiguous()
+    z = z.contiguous()
+    dz = torch.empty_like(z)
+    n = z.numel()
+    if n == 0:
+        return dz
+    index = z.device.index if z.is_cuda else -1
+    grid = (triton.cdiv(n, _GELU_BLOCK), 1, 1)
+    if z.is_cuda and index != torch.cuda.current_device():
+        with torch.cuda.device(z.device):
+            _launch(_GELU_BACKWARD, (dy, z, dz), index, grid, (dy, z, dz, n), (_GELU_BLOCK,), 4, 1)
+    else:
+        _launch(_GELU_BACKWARD, (dy, z, dz), index, grid, (dy, z, dz, n), (_GELU_BLOCK,), 4, 1)
+    return dz
+
+
+def bias_grad(dz: torch.Tensor) -> torch.Tensor:
+    """The bias gradient: ``dz`` summed over its rows, in fp32 and a fixed order (deterministic)."""
+    if dz.shape[1] > 1 and dz.stride(1) != 1:
+        dz = dz.contiguous()  # e.g. the expanded gradient of out.sum()
+    return column_sum(dz)
+
+
+# =============================================================================== autograd
+
+
+def _grads(
+    dout: torch.Tensor, a: torch.Tensor | None, b: torch.Tensor | None, pre: torch.Tensor | None,
+    needs: tuple[bool, bool, bool, bool], variant: str | None, epilogue: str | None, precision: str | None,
+    config: TileConfig | None, ops: bool,
+) -> tuple[torch.Tensor | None, ...]:  # fmt: skip
+    """(da, db, dbias, dresidual), each only where ``needs`` says.  ``ops``: call the registered
+    ops (under a tracer) instead of the eager functions."""
+    need_a, need_b, need_bias, need_res = needs
+    dz = dout
+    if epilogue == "bias_gelu" and (need_a or need_b or need_bias):
+        assert pre is not None
+        dz = _gelu_backward_op(dout, pre) if ops else gelu_backward(dout, pre)
+    cfg = None if config is None else list(config.astuple())
+    da = db = dbias = None
+    if need_a:  # dA = dZ · Bᵀ: b.T is b's memory with swapped strides
+        assert b is not None
+        da = (_matmul_op(dz, b.T, None, None, variant, None, precision, cfg, False)[0] if ops
+              else _forward(dz, b.T, None, None, variant, None, precision, config, False)[0])  # fmt: skip
+    if need_b:  # dB = Aᵀ · dZ
+        assert a is not None
+        db = (_matmul_op(a.T, dz, None, None, variant, None, precision, cfg, False)[0] if ops
+              else _forward(a.T, dz, None, None, variant, None, precision, config, False)[0])  # fmt: skip
+    if need_bias:
+        dbias = _bias_grad_op(dz) if ops else bias_grad(dz)
+    dres = dout if need_res else None
+    return da, db, dbias, dres
+
+
+class _MatmulFunction(torch.autograd.Function):
+    """The eager autograd path: launches directly, without the op dispatcher's cost."""
+
+    @staticmethod
+    def forward(ctx, a, b, bias, residual, variant, epilogue, precision, config):  # type: ignore[no-untyped-def,override]
+        out, pre = _forward(a, b, bias, residual, variant, epilogue, precision, config, epilogue == "bias_gelu")
+        need_a, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        ctx.save_for_backward(a if need_b else None, b if need_a else None, pre)  # only what a gradient reads
+        ctx.opts = (variant, epilogue, precision, config)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):  # type: ignore[no-untyped-def,override]
+        a, b, pre = ctx.saved_tensors
+        needs = tuple(ctx.needs_input_grad[:4])
+        return (*_grads(dout, a, b, pre, needs, *ctx.opts, ops=False), None, None, None, None)
+
+
+# =============================================================================== registered ops
+# What torch.compile, torch.export, FakeTensor and functorch see.  The op returns (out, pre):
+# pre is the pre-activation kept for bias_gelu's backward, an empty [0] tensor otherwise.
+
+
+def _config(cfg: list[int] | None) -> TileConfig | None:
+    return None if cfg is None else TileConfig(*cfg)
+
+
+@torch.library.custom_op("labnotes::matmul", mutates_args=())
+def _matmul_op(
+    a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, residual: torch.Tensor | None,
+    variant: str | None, epilogue: str | None, precision: str | None, config: list[int] | None, save_pre: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    out, pre = _forward(a, b, bias, residual, variant, epilogue, precision, _config(config), save_pre)
+    return out, pre if pre is not None else out.new_empty(0)
+
+
+@_matmul_op.register_fake
+def _(a, b, bias, residual, variant, epilogue, precision, config, save_pre):  # type: ignore[no-untyped-def]
+    out = a.new_empty((a.shape[0], b.shape[1]))
+    return out, (out.new_empty(out.shape) if save_pre and epilogue == "bias_gelu" else out.new_empty(0))
+
+
+@torch.library.custom_op("labnotes::matmul_gelu_backward", mutates_args=())
+def _gelu_backward_op(dy: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    return gelu_backward(dy, z)
+
+
+@_gelu_backward_op.register_fake
+def _(dy: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    return torch.empty(z.shape, device=z.device, dtype=z.dtype)
+
+
+@torch.library.custom_op("labnotes::matmul_bias_grad", mutates_args=())
+def _bias_grad_op(dz: torch.Tensor) -> torch.Tensor:
+    return bias_grad(dz)
+
+
+@_bias_grad_op.register_fake
+def _(dz: torch.Tensor) -> torch.Tensor:
+    return torch.empty(dz.shape[1], device=dz.device, dtype=dz.dtype)
+
+
+def _setup_context(ctx, inputs, output) -> None:  # type: ignore[no-untyped-def]
+    a, b, _bias, _residual, variant, epilogue, precision, config, _ = inputs
+    need_a, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+    ctx.save_for_backward(a if need_b else None, b if need_a else None, output[1] if epilogue == "bias_gelu" else None)
+    ctx.opts = (variant, epilogue, precision, _config(config))
+
+
+def _op_backward(ctx, dout: torch.Tensor, _dpre: torch.Tensor):  # type: ignore[no-untyped-def]
+    a, b, pre = ctx.saved_tensors
+    needs = tuple(ctx.needs_input_grad[:4])
+    return (*_grads(dout, a, b, pre, needs, *ctx.opts, ops=True), None, None, None, None, None)
+
+
+_matmul_op.register_autograd(_op_backward, setup_context=_setup_context)
+
+# =============================================================================== functional
+
+_is_compiling = torch.compiler.is_compiling
+_functorch_active = torch._C._are_functorch_transforms_active
+
+
+def _check(a: Any, b: Any, bias: Any, residual: Any, variant: Any, epilogue: Any, precision: Any, config: Any) -> None:
+    """Validate :func:`matmul`'s arguments (each error names the argument)."""
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"matmul: {name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 2:
+            raise ValueError(f"matmul: {name} must be 2-D, got shape {list(t.shape)}")
+        if t.dtype not in DTYPES:
+            raise TypeError(f"matmul: {name} has dtype {t.dtype}; expected float16, bfloat16 or float32")
+    if b.dtype != a.dtype:
+        raise TypeError(f"matmul: b has dtype {b.dtype} but a has {a.dtype}; pass operands of one dtype")
+    if not (a.is_cuda or a.is_meta or (INTERPRETER and a.is_cpu)):
+        raise ValueError(
+            f"matmul: a is on device '{a.device}'; expected a CUDA tensor "
+            "(CPU tensors run only under TRITON_INTERPRET=1)"
+        )
+    if b.device != a.device:
+        raise ValueError(f"matmul: b is on {b.device} but a is on {a.device}")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(
+            f"matmul: inner dimensions differ: a is {list(a.shape)} and b is {list(b.shape)} (a.shape[1] != b.shape[0])"
+        )
+    if variant is not None and variant not in VARIANTS:
+        raise ValueError(f"matmul: variant must be one of {VARIANTS} or None, got {variant!r}")
+    if epilogue not in EPILOGUES:
+        raise ValueError(f"matmul: epilogue must be one of {EPILOGUES}, got {epilogue!r}")
+    if precision is not None and precision not in PRECISIONS:
+        raise ValueError(f"matmul: precision must be 'tf32', 'ieee' or None, got {precision!r}")
+    if a.dtype == torch.float32 and precision is None:
+        raise ValueError(
+            "matmul: float32 operands need precision='tf32' (tensor cores, 10-bit mantissa products) "
+            "or precision='ieee' (full float32); the choice is never made silently"
+        )
+    n = b.shape[1]
+    wants_bias = epilogue in ("bias", "bias_gelu")
+    for name, t, wanted, shape in (("bias", bias, wants_bias, [n]), ("residual", residual, epilogue == "residual",
+                                                                     [a.shape[0], n])):  # fmt: skip
+        if t is None:
+            if wanted:
+                raise ValueError(f"matmul: epilogue={epilogue!r} needs {name}, got None")
+            continue
+        if not wanted:
+            raise ValueError(f"matmul: {name} was given but epilogue={epilogue!r} does not use it")
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"matmul: {name} must be a torch.Tensor or None, got {type(t).__name__}")
+        if list(t.shape) != shape:
+            raise ValueError(f"matmul: {name} must have shape {shape}, got {list(t.shape)}")
+        if t.dtype != a.dtype:
+            raise TypeError(f"matmul: {name} has dtype {t.dtype} but a has {a.dtype}")
+        if t.device != a.device:
+            raise ValueError(f"matmul: {name} is on {t.device} but a is on {a.device}")
+    if config is not None:
+        if not isinstance(config, TileConfig):
+            raise TypeError(f"matmul: config must be a TileConfig or None, got {type(config).__name__}")
+        if variant == "autotuned":
+            raise ValueError("matmul: config does not apply to variant='autotuned' (it picks its own tile)")
+        blocks = (config.block_m, config.block_n, config.block_k)
+        if any(v < 16 or v & (v - 1) for v in blocks):
+            raise ValueError(f"matmul: config blocks must be powers of two ≥ 16, got {blocks}")
+        if config.group_m < 1 or config.num_stages < 1 or config.num_warps not in (1, 2, 4, 8, 16):
+            raise ValueError(f"matmul: config needs group_m ≥ 1, num_stages ≥ 1 and num_warps in 1..16, got {config}")
+
+
+def matmul(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    variant: str | None = None,
+    epilogue: str | None = None,
+    bias: torch.Tensor | None = None,
+    residual: torch.Tensor | None = None,
+    precision: str | None = None,
+    config: TileConfig | None = None,
+) -> torch.Tensor:
+    """``epilogue(a @ b)``, differentiable and compilable.
+
+    Args:
+        a: ``[M, K]``; b: ``[K, N]``.  Both float16, both bfloat16 or both float32, on one
+            CUDA GPU (the kernels run on that GPU, whichever is current), or on the CPU under
+            ``TRITON_INTERPRET=1``.  Any strides: ``w.T`` (a transposed operand) is read in
+            place, never copied.
+        variant: ``"fixed"``, ``"autotuned"``, ``"persistent"`` (TMA, one program per SM) or
+            ``"split_k"`` (decode shapes); ``None`` chooses (:func:`default_variant`).
+        epilogue: ``None``; ``"bias"`` (+ ``bias[N]``); ``"bias_gelu"`` (tanh-GELU of
+            ``a @ b + bias``); ``"residual"`` (+ ``residual[M, N]``).  Applied to the fp32
+            accumulator before the one store.
+        bias: ``[N]``, a's dtype and device; required by and only allowed with the bias epilogues.
+        residual: ``[M, N]`` of any strides, a's dtype and device; only with ``"residual"``.
+        precision: float32 operands need ``"tf32"`` (tensor-core TF32 products) or ``"ieee"``
+            (full fp32 products); float16/bfloat16 ignore it.
+        config: a :class:`TileConfig` forcing the tile of ``fixed``, ``persistent`` or
+            ``split_k`` (not ``autotuned``).
+
+    Returns: a new contiguous ``[M, N]`` tensor of a's dtype, accumulated in fp32.  ``M`` or
+    ``N`` zero gives an empty tensor; ``K`` zero gives zeros passed through the epilogue.
+
+    Raises:
+        TypeError: an operand is not a tensor, has a dtype other than the three above, or
+            the dtypes of a, b, bias, residual differ; config not a TileConfig.
+        ValueError: an operand is not 2-D; inner dimensions differ; tensors on different
+            devices, or on the CPU outside the interpreter; float32 without ``precision``;
+            an unknown variant, epilogue or precision; bias/residual missing, unexpected or
+            of the wrong shape; a config that is invalid or given to ``autotuned``.
+    """
+    _check(a, b, bias, residual, variant, epilogue, precision, config)
+    tensors = [t for t in (a, b, bias, residual) if t is not None]
+    if all(type(t) is torch.Tensor and not t.is_meta for t in tensors) and not (_is_compiling() or _functorch_active()):
+        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+            return _MatmulFunction.apply(a, b, bias, residual, variant, epilogue, precision, config)
+        return _forward(a, b, bias, residual, variant, epilogue, precision, config, False)[0]
+    save_pre = epilogue == "bias_gelu" and torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+    cfg = None if config is None else list(config.astuple())
+    return _matmul_op(a, b, bias, residual, variant, epilogue, precision, cfg, save_pre)[0]
+
+
+def compiled_kernels(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    variant: str,
+    epilogue: str | None = None,
+    bias: torch.Tensor | None = None,
+    residual: torch.Tensor | None = None,
+    precision: str | None = None,
+    config: TileConfig | None = None,
+) -> list:
+    """Run ``matmul(a, b, ...)`` once (no grad) and return the Triton compiled kernel(s) it
+    launched, in launch order (``n_regs``, ``n_spills``, ``metadata.shared``, ``asm["sass"]`` /
+    ``asm["cubin"]``): one for fixed/autotuned/persistent, two for split_k.  Empty under the
+    interpreter (nothing is compiled) and for an empty output.  Same arguments and errors as
+    :func:`matmul`."""
+    global _recording
+    _check(a, b, bias, residual, variant, epilogue, precision, config)
+    found: list[Any] = []
+    _recording = found
+    try:
+        with torch.no_grad():
+            _forward(a, b, bias, residual, variant, epilogue, precision, config, False)
+    finally:
+        _recording = None
+    return found

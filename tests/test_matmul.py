@@ -1,0 +1,424 @@
+"""GEMM against float64 references in every variant and epilogue, through the Triton
+interpreter on CPU tensors (the GPU file repeats the checks at real sizes).
+
+Inputs come from generators seeded by the test's own parameters; references are float64
+products of the same rounded inputs; tolerances per dtype come from ``tests/tolerances.py``.
+The interpreter runs ``INTERPRETER_CONFIG`` (32x32x32 tiles) unless a test forces a tile, so
+the small odd shapes here still span several tiles, several K steps and a ragged K tail."""
+
+from __future__ import annotations
+
+import importlib
+import zlib
+
+import pytest
+import torch
+import torch.nn.functional as F
+from tolerances import TOL, assert_close
+
+import kernels
+from kernels._launch import FastKernel
+from kernels.matmul import (
+    EPILOGUES,
+    INTERPRETER_CONFIG,
+    VARIANTS,
+    TileConfig,
+    _matmul_op,
+    compiled_kernels,
+    default_variant,
+    matmul,
+    split_count,
+)
+
+DTYPES = [torch.float16, torch.bfloat16, torch.float32]
+SHAPES = [(1, 1, 1), (17, 33, 40), (127, 255, 65)]  # (M, N, K)
+# fp32 under TF32: products of 10-bit mantissas, accumulated in fp32 (the interpreter computes
+# them exactly; the GPU file measures the real error).
+mm_module = importlib.import_module("kernels.matmul")  # the package's attribute of that name is the function
+TF32_TOL = {"rel": 2e-3, "atol": 2e-3}
+
+
+def gen(*key: object) -> torch.Generator:
+    """A generator seeded from the test's parameters: stable across processes (unlike hash())."""
+    return torch.Generator().manual_seed(zlib.crc32(repr(key).encode()))
+
+
+def randn(shape, dtype, key, scale: float = 1.0) -> torch.Tensor:
+    return (torch.randn(shape, generator=gen(key, shape, str(dtype)), dtype=torch.float64) * scale).to(dtype)
+
+
+def prec(dtype: torch.dtype) -> str | None:
+    return "ieee" if dtype == torch.float32 else None
+
+
+def reference(a, b, epilogue=None, bias=None, residual=None) -> torch.Tensor:
+    z = a.double() @ b.double()
+    if epilogue in ("bias", "bias_gelu"):
+        z = z + bias.double()
+    if epilogue == "bias_gelu":
+        z = F.gelu(z, approximate="tanh")
+    if epilogue == "residual":
+        z = z + residual.double()
+    return z
+
+
+def extras(epilogue, m, n, dtype, key) -> dict:
+    if epilogue in ("bias", "bias_gelu"):
+        return {"bias": randn((n,), dtype, (key, "bias"))}
+    if epilogue == "residual":
+        return {"residual": randn((m, n), dtype, (key, "res"))}
+    return {}
+
+
+class LaunchSpy:
+    """Records the tensors each kernel launch received (FastKernel launches and the autotuned
+    kernel), to check that operands are read in place and which kernels ran."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.launches: list[tuple[str, list[torch.Tensor], tuple]] = []
+        original = FastKernel.launch_uncached
+        spy = self
+
+        def launch_uncached(kernel, grid, args, consts, *rest, **kw):
+            spy.launches.append((kernel.fn.__name__, [t for t in args if isinstance(t, torch.Tensor)], consts))
+            return original(kernel, grid, args, consts, *rest, **kw)
+
+        monkeypatch.setattr(FastKernel, "launch_uncached", launch_uncached)
+        tuned = mm_module._mm_tuned_kernel
+        tuned_run = tuned.run
+
+        def run(*args, **kw):
+            spy.launches.append(("_mm_tuned_body", [t for t in args if isinstance(t, torch.Tensor)], ()))
+            return tuned_run(*args, **kw)
+
+        monkeypatch.setattr(tuned, "run", run)
+
+    def pointers(self) -> set[int]:
+        return {t.data_ptr() for _, ts, _ in self.launches for t in ts}
+
+    def names(self) -> list[str]:
+        return [n for n, _, _ in self.launches]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_every_variant_matches_float64(dtype, shape, variant) -> None:
+    m, n, k = shape
+    a = randn((m, k), dtype, "a")
+    b = randn((k, n), dtype, "b")
+    c = matmul(a, b, variant=variant, precision=prec(dtype))
+    assert c.shape == (m, n) and c.dtype == dtype and c.is_contiguous()
+    assert_close(c, reference(a, b), dtype, f"{variant} {shape}")
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("epilogue", [e for e in EPILOGUES if e])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_every_epilogue_in_every_variant(dtype, epilogue, variant) -> None:
+    m, n, k = 37, 70, 45
+    a = randn((m, k), dtype, "ea", scale=2.0)  # pre-activations of a few units: gelu's curved part and tails
+    b = randn((k, n), dtype, "eb", scale=0.5)
+    kw = extras(epilogue, m, n, dtype, "epi")
+    c = matmul(a, b, variant=variant, epilogue=epilogue, precision=prec(dtype), **kw)
+    assert_close(c, reference(a, b, epilogue, **kw), dtype, f"{epilogue} {variant}")
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("which", ["a.T", "b.T", "both", "general", "expanded"])
+def test_transposed_and_strided_operands_are_read_in_place(which, variant, monkeypatch) -> None:
+    """a.T / b.T are the same memory with swapped strides: the kernel must get the very same
+    pointers (no copy) and still compute the product.  'general': neither stride is 1;
+    'expanded': a stride-0 operand (what autograd hands over for out.sum())."""
+    m, n, k = 45, 70, 50
+    dtype = torch.bfloat16
+    if which in ("a.T", "both"):
+        a = randn((k, m), dtype, "ta").T
+    elif which == "general":
+        a = randn((2 * m, 3 * k), dtype, "ga")[::2, ::3]
+    elif which == "expanded":
+        a = randn((1, k), dtype, "xa").expand(m, k)
+    else:
+        a = randn((m, k), dtype, "ta2")
+    b = randn((n, k), dtype, "tb").T if which in ("b.T", "both") else randn((k, n), dtype, "tb2")
+    spy = LaunchSpy(monkeypatch)
+    c = matmul(a, b, variant=variant)
+    assert {a.data_ptr(), b.data_ptr()} <= spy.pointers(), "an operand was copied before the launch"
+    assert_close(c, reference(a, b), dtype, f"{which} {variant}")
+
+
+def test_persistent_reads_through_tma_and_falls_back_to_pointers(monkeypatch) -> None:
+    """TMA descriptors for 16-byte aligned layouts (both transposes included), pointer loads
+    for a misaligned base; the same result either way."""
+    spy = LaunchSpy(monkeypatch)
+    a = randn((40, 64), torch.float16, "pa")
+    b = randn((48, 64), torch.float16, "pb").T
+    assert_close(matmul(a, b, variant="persistent"), reference(a, b), torch.float16, "tma")
+    a_t = randn((64, 40), torch.float16, "pat").T
+    assert_close(matmul(a_t, b.T.T, variant="persistent"), reference(a_t, b), torch.float16, "tma a.T")
+    skew = randn((40, 65), torch.float16, "skew")[:, 1:]  # base 2 bytes off the 16-byte grid
+    assert_close(matmul(skew, b, variant="persistent"), reference(skew, b), torch.float16, "pointers")
+    use_tma = [consts[-1] for name, _, consts in spy.launches if name == "_mm_persistent_kernel"]
+    assert use_tma == [True, True, False]
+
+
+@pytest.mark.parametrize("variant", ["fixed", "persistent"])
+def test_grouping_changes_the_order_not_the_result(variant) -> None:
+    a = randn((70, 40), torch.float16, "ga")  # 5 x 4 tiles of 16 x 32: groups of 4 and 8 differ
+    b = randn((40, 100), torch.float16, "gb")
+    outs = [matmul(a, b, variant=variant, config=TileConfig(16, 32, 32, g, 1, 4)) for g in (1, 4, 8)]
+    assert_close(outs[0], reference(a, b), torch.float16, f"GROUP_M 1 {variant}")
+    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
+
+
+def test_fp32_needs_a_precision_and_ieee_is_fp32_accurate() -> None:
+    a = randn((33, 70), torch.float32, "pa")
+    b = randn((70, 45), torch.float32, "pb")
+    with pytest.raises(ValueError, match="precision='tf32'"):
+        matmul(a, b)
+    assert_close(matmul(a, b, precision="ieee"), reference(a, b), torch.float32, "ieee")
+    tf32 = matmul(a, b, precision="tf32").double()
+    ref = reference(a, b)
+    assert torch.linalg.vector_norm(tf32 - ref) / torch.linalg.vector_norm(ref) <= TF32_TOL["rel"]
+
+
+def test_large_magnitudes_stay_finite_and_accurate() -> None:
+    a = randn((31, 80), torch.float32, "big", scale=1e3)
+    b = randn((80, 47), torch.float32, "big2", scale=1e3)
+    for variant in VARIANTS:
+        c = matmul(a, b, variant=variant, precision="ieee")
+        assert torch.isfinite(c).all(), variant
+        assert_close(c, reference(a, b), torch.float32, variant)
+
+
+def test_split_k_splits_and_sums_in_a_fixed_order() -> None:
+    m, n, k = 5, 40, 200  # 2 x 1 tiles of 32, 7 K blocks: 7 splits of one block
+    splits, per = split_count(m, n, k, INTERPRETER_CONFIG, 132)
+    assert splits == 7 and per == 32
+    a = randn((m, k), torch.float32, "sk", scale=3.0)
+    b = randn((k, n), torch.float32, "sk2", scale=3.0)
+    first = matmul(a, b, variant="split_k", precision="ieee")
+    assert_close(first, reference(a, b), torch.float32, "split_k")
+    for _ in range(3):
+        assert torch.equal(matmul(a, b, variant="split_k", precision="ieee"), first), "split_k is not deterministic"
+
+
+def test_split_count_keeps_every_split_non_empty() -> None:
+    cfg = TileConfig(16, 128, 128, 1, 4, 4)
+    for m, n, k in [(1, 4096, 14336), (128, 4096, 14336), (16, 14336, 4096), (1, 128, 200), (64, 256, 128)]:
+        splits, per = split_count(m, n, k, cfg, 132)
+        assert 1 <= splits <= mm_module.MAX_SPLITS and per % cfg.block_k == 0
+        assert (splits - 1) * per < k <= splits * per, (m, n, k, splits, per)
+    assert split_count(1, 4096, 14336, cfg, 132)[0] > 1  # decode: 32 tiles alone would leave SMs idle
+
+
+@pytest.mark.parametrize("epilogue", EPILOGUES)
+@pytest.mark.parametrize(("m", "n", "k"), [(0, 7, 5), (6, 0, 5), (6, 7, 0), (0, 0, 0)])
+def test_empty_dimensions_give_torchs_result(m, n, k, epilogue) -> None:
+    a = randn((m, k), torch.bfloat16, "ea")
+    b = randn((k, n), torch.bfloat16, "eb")
+    kw = extras(epilogue, m, n, torch.bfloat16, "empty")
+    c = matmul(a, b, epilogue=epilogue, **kw)
+    assert c.shape == (m, n) and c.dtype == torch.bfloat16
+    if c.numel():
+        assert_close(c, reference(a, b, epilogue, **kw), torch.bfloat16)
+
+
+def test_zero_k_gradients_are_zeros() -> None:
+    a = torch.zeros((4, 0), dtype=torch.float32, requires_grad=True)
+    b = torch.zeros((0, 6), dtype=torch.float32, requires_grad=True)
+    bias = randn((6,), torch.float32, "zk").requires_grad_()
+    c = matmul(a, b, epilogue="bias", bias=bias, precision="ieee")
+    assert torch.equal(c, bias.detach().expand(4, 6))
+    c.sum().backward()
+    assert a.grad.shape == (4, 0) and b.grad.shape == (0, 6)
+    assert torch.equal(bias.grad, torch.full((6,), 4.0))
+
+
+def _grad_reference(a, b, epilogue, kw, g):
+    leaves = [a.detach().double().requires_grad_(), b.detach().double().requires_grad_()]
+    extra = {name: t.detach().double().requires_grad_() for name, t in kw.items()}
+    out = reference(*leaves, epilogue, **extra)
+    return torch.autograd.grad(out, [*leaves, *extra.values()], g.double())
+
+
+# Every epilogue in both dtypes through the default and the fixed variant; the other variants
+# once each (the epilogue backward does not depend on the variant, the GEMMs do).
+GRAD_CASES = [(d, e, v) for d in (torch.float32, torch.bfloat16) for e in EPILOGUES for v in (None, "fixed")] + [
+    (torch.float32, "bias", v) for v in ("persistent", "split_k", "autotuned")
+]
+
+
+@pytest.mark.parametrize(("dtype", "epilogue", "variant"), GRAD_CASES, ids=str)
+def test_gradients_match_float64(dtype, epilogue, variant) -> None:
+    m, n, k = 23, 37, 41
+    a = randn((m, k), dtype, "ga", scale=1.5).requires_grad_()
+    b = randn((k, n), dtype, "gb").requires_grad_()
+    kw = {name: t.requires_grad_() for name, t in extras(epilogue, m, n, dtype, "grad").items()}
+    c = matmul(a, b, variant=variant, epilogue=epilogue, precision=prec(dtype), **kw)
+    g = randn((m, n), dtype, "gg")
+    have = torch.autograd.grad(c, [a, b, *kw.values()], g)
+    want = _grad_reference(a, b, epilogue, kw, g)
+    names = ["da", "db", *[f"d{k}" for k in kw]]
+    for name, h, w in zip(names, have, want, strict=True):
+        assert h.dtype == dtype and h.shape == w.shape
+        if dtype == torch.bfloat16 and epilogue == "bias_gelu":
+            # dz = dy * gelu'(z) is rounded to bf16 (as torch's bf16 autograd rounds it) before
+            # the GEMMs: two roundings more than the forward.
+            tol = TOL[dtype]
+            err = torch.linalg.vector_norm(h.double() - w) / torch.linalg.vector_norm(w)
+            assert err <= 2 * tol["rel"], f"{name}: {err:.3g}"
+        else:
+            assert_close(h, w, dtype, name)
+
+
+def test_only_the_needed_gradients_are_computed(monkeypatch) -> None:
+    a = randn((20, 30), torch.float16, "na").requires_grad_()
+    b = randn((30, 40), torch.float16, "nb")
+    bias = randn((40,), torch.float16, "nbias")
+    c = matmul(a, b, epilogue="bias_gelu", bias=bias, variant="fixed")
+    spy = LaunchSpy(monkeypatch)
+    (da,) = torch.autograd.grad(c, [a], torch.ones_like(c))
+    # gelu backward, then dA only: no dB GEMM, no bias column sum
+    assert spy.names() == ["_gelu_backward_kernel", "_mm_fixed_kernel"]
+    gemm = spy.launches[1][1]
+    assert b.data_ptr() in {t.data_ptr() for t in gemm}, "dA must read b in place (b.T view)"
+    want = _grad_reference(a, b, "bias_gelu", {"bias": bias}, torch.ones_like(c))[0]
+    assert_close(da, want, torch.float16, "da")
+
+
+def test_registered_op_passes_opcheck() -> None:
+    a = randn((9, 20), torch.float32, "oa").requires_grad_()
+    b = randn((20, 11), torch.float32, "ob").requires_grad_()
+    bias = randn((11,), torch.float32, "obias").requires_grad_()
+    torch.library.opcheck(_matmul_op, (a, b, bias, None, None, "bias_gelu", "ieee", None, True))
+    torch.library.opcheck(_matmul_op, (a, b.T.contiguous().T, None, None, "split_k", None, "ieee", None, False))
+
+
+def test_torch_compile_fullgraph_matches_eager() -> None:
+    a = randn((19, 40), torch.bfloat16, "ca").requires_grad_()
+    b = randn((33, 40), torch.bfloat16, "cb").T.requires_grad_()
+    bias = randn((33,), torch.bfloat16, "cbias").requires_grad_()
+
+    def f(a, b, bias):
+        return matmul(a, b, epilogue="bias_gelu", bias=bias)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
+    g = randn((19, 33), torch.bfloat16, "cg")
+    out_c = compiled(a, b, bias)
+    grads_c = torch.autograd.grad(out_c, [a, b, bias], g)
+    out_e = f(a, b, bias)
+    grads_e = torch.autograd.grad(out_e, [a, b, bias], g)
+    assert torch.equal(out_c, out_e)
+    for gc, ge in zip(grads_c, grads_e, strict=True):
+        assert torch.equal(gc, ge)
+
+
+def test_meta_tensors_take_the_registered_op() -> None:
+    c = matmul(torch.empty(5, 7, device="meta"), torch.empty(7, 3, device="meta"), precision="tf32")
+    assert c.device.type == "meta" and c.shape == (5, 3)
+
+
+def _opinfo_cases():
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    cases = []
+    for op in op_db:
+        if op.name not in ("mm", "matmul"):
+            continue
+        for dtype in DTYPES:
+            samples = [
+                s
+                for s in op.sample_inputs("cpu", dtype, requires_grad=True)
+                if s.input.dim() == 2 and len(s.args) == 1 and s.args[0].dim() == 2 and not s.kwargs
+            ]
+            cases.append(pytest.param(op.name, samples, dtype, id=f"{op.name}-{str(dtype)[6:]}"))
+    return cases
+
+
+@pytest.mark.parametrize(("name", "samples", "dtype"), _opinfo_cases())
+def test_pytorch_opinfo_samples(name, samples, dtype) -> None:
+    """Every 2-D sample PyTorch's OpInfo database has for mm / matmul, through kernels.matmul
+    (fp32 with precision='ieee'): forward and gradients against float64; no refusals."""
+    assert samples, "OpInfo has 2-D samples"
+    refused = []
+    for s in samples:
+        a, b = s.input, s.args[0]
+        try:
+            c = kernels.matmul(a, b, precision=prec(dtype))
+        except (TypeError, ValueError) as e:
+            refused.append(f"{tuple(a.shape)} @ {tuple(b.shape)}: {e}")
+            continue
+        expect = torch.matmul(a, b)
+        assert c.shape == expect.shape and c.dtype == expect.dtype
+        assert_close(c, reference(a.detach(), b.detach()), dtype, "out")
+        if c.numel():
+            g = randn(tuple(c.shape), dtype, ("opinfo", name))
+            have = torch.autograd.grad(c, [a, b], g)
+            want = _grad_reference(a, b, None, {}, g)
+            for h, w in zip(have, want, strict=True):
+                assert_close(h, w, dtype, "grad")
+    assert refused == [], f"{len(refused)} refusals: {refused}"
+
+
+BAD = [
+    (lambda: ([1.0], torch.ones(2, 2)), {}, TypeError, ["a", "torch.Tensor"]),
+    (lambda: (torch.ones(3, 4), torch.ones(5, 2)), {"precision": "ieee"}, ValueError, ["inner dimensions", "[3, 4]"]),
+    (lambda: (torch.ones(2, 3, 4), torch.ones(4, 2)), {"precision": "ieee"}, ValueError, ["a must be 2-D"]),
+    (lambda: (torch.ones(3, 4), torch.ones(4)), {"precision": "ieee"}, ValueError, ["b must be 2-D"]),
+    (lambda: (torch.ones(3, 4, dtype=torch.int32),) * 1 + (torch.ones(4, 2),), {}, TypeError, ["a", "int32"]),
+    (lambda: (torch.ones(3, 4, dtype=torch.float64), torch.ones(4, 2, dtype=torch.float64)), {}, TypeError,
+     ["a", "float64"]),
+    (lambda: (torch.ones(3, 4, dtype=torch.float16), torch.ones(4, 2)), {}, TypeError, ["b", "float32", "float16"]),
+    (lambda: (torch.ones(3, 4), torch.ones(4, 2, device="meta")), {"precision": "ieee"}, ValueError,
+     ["b is on meta"]),
+    (lambda: (torch.ones(3, 4), torch.ones(4, 2)), {"precision": "fp8"}, ValueError, ["precision"]),
+    (lambda: (torch.ones(3, 4), torch.ones(4, 2)), {"precision": "ieee", "variant": "fast"}, ValueError,
+     ["variant"]),
+    (lambda: (torch.ones(3, 4), torch.ones(4, 2)), {"precision": "ieee", "epilogue": "relu"}, ValueError,
+     ["epilogue"]),
+    (lambda: (torch.ones(3, 4), torch.ones(4, 2)), {"precision": "ieee", "epilogue": "bias"}, ValueError,
+     ["needs bias"]),
+    (lambda: (torch.ones(3, 4), torch.ones(4, 2)), {"precision": "ieee", "epilogue": "bias", "bias": torch.ones(3)},
+     ValueError, ["bias must have shape [2]"]),
+    (lambda: (torch.ones(3, 4), torch.ones(4, 2)), {"precision": "ieee", "bias": torch.ones(2)}, ValueError,
+     ["bias was given"]),
+    (lambda: (torch.ones(3, 4), torch.ones(4, 2)),
+     {"precision": "ieee", "epilogue": "bias", "bias": torch.ones(2, dtype=torch.float16)}, TypeError,
+     ["bias has dtype"]),
+    (lambda: (torch.ones(3, 4), torch.ones(4, 2)),
+     {"precision": "ieee", "epilogue": "residual", "residual": torch.ones(2, 3)}, ValueError,
+     ["residual must have shape [3, 2]"]),
+    (lambda: (torch.ones(3, 4), torch.ones(4, 2)),
+     {"precision": "ieee", "epilogue": "residual", "residual": torch.ones(3, 2, device="meta")}, ValueError,
+     ["residual is on meta"]),
+    (lambda: (torch.ones(3, 4), torch.ones(4, 2)),
+     {"precision": "ieee", "variant": "autotuned", "config": TileConfig(32, 32, 32, 1, 1, 4)}, ValueError,
+     ["autotuned"]),
+    (lambda: (torch.ones(3, 4), torch.ones(4, 2)), {"precision": "ieee", "config": TileConfig(24, 32, 32, 1, 1, 4)},
+     ValueError, ["powers of two"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("make", "kwargs", "error", "words"), BAD, ids=[str(i) for i in range(len(BAD))])
+def test_bad_input_names_the_argument(make, kwargs, error, words) -> None:
+    a, b = make()
+    with pytest.raises(error) as info:
+        matmul(a, b, **kwargs)
+    for w in words:
+        assert w in str(info.value), f"{w!r} not in {info.value}"
+
+
+def test_cpu_tensor_refused_outside_the_interpreter(monkeypatch) -> None:
+    monkeypatch.setattr(mm_module, "INTERPRETER", False)
+    with pytest.raises(ValueError, match=r"a is on device 'cpu'; expected a CUDA tensor"):
+        matmul(torch.ones(2, 3), torch.ones(3, 2), precision="ieee")
+
+
+def test_interpreter_dispatch_and_no_compiled_kernels() -> None:
+    a = randn((8, 16), torch.float16, "ck")
+    b = randn((16, 8), torch.float16, "ck2")
+    assert default_variant(8, 8, 16, a.device) == "fixed"
+    assert compiled_kernels(a, b, variant="split_k") == []
+    assert "matmul" in kernels.__all__ and kernels.matmul is matmul
