@@ -8,7 +8,10 @@ contribute nothing; ``mean`` divides by the rows not ignored (NaN when all are, 
 One pass over the logits: a row's statistics are the running log-sum-exp ``L`` and the running
 ``T = sum_j q_j z_j`` (two numbers, what the row base carries per row; ``L`` is merged per tile
 as ``log(exp(L - M) + sum exp(z - M))``, one log per tile and lane on top of softmax's exps),
-finished into the row's loss ``L - T``; the apply step writes the gradient
+finished into the row's loss ``L - T``.  The price of one number for the log-sum-exp: a
+probability ``exp(z - L)`` is off by up to a few half-ulps of ``|L|`` relative (~1e-6 for
+logits of tens; 5e-4 for fp32 logits of 1e4, where torch's max-shifted softmax is exact; a
+bf16 logit of that size is itself only good to 40).  The apply step writes the gradient
 ``w_i (softmax(z)_j - q_ij) dz/dx`` over the logits (``dz/dx = 1 - (z / softcap)^2``), in
 fp32 registers (the true class's ``p - (1 - eps)`` never passes through a 16-bit value).
 ``w_i`` is the row's scale: 0 for an ignored row, ``1 / (rows not ignored)`` for ``mean``, 1
@@ -38,9 +41,9 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._launch import INTERPRETER
-from kernels._rowwise import FLOAT_DTYPES, RowCall, RowExtras, RowOp, exp, row_layout, run_rows, safe_shift
-from kernels.plans import PLAN_KINDS, SOFTMAX_POLICY, RowPlan
+from kernels._checks import check_device, check_float, check_plan, check_same_device, check_tensor, eager_path
+from kernels._rowwise import RowCall, RowExtras, RowOp, exp, row_layout, run_rows, safe_shift
+from kernels.plans import SOFTMAX_POLICY, RowPlan
 
 # =============================================================================== arithmetic
 # Tiles are [R, B]: a = the logits x; c = the row base's column marker of the target (1 at the
@@ -320,14 +323,7 @@ _cross_entropy_op.register_autograd(_op_backward, setup_context=_setup_context)
 
 # =============================================================================== functional
 
-_ACCEPTED = frozenset(FLOAT_DTYPES)
-_is_compiling = torch.compiler.is_compiling
-_functorch_active = torch._C._are_functorch_transforms_active
-
-
-def _plain(x: torch.Tensor) -> bool:
-    """True when the eager launch path applies: a plain tensor, no tracer, no functorch."""
-    return type(x) is torch.Tensor and not x.is_meta and not _is_compiling() and not _functorch_active()
+FN = "cross_entropy"
 
 
 def check_args(
@@ -335,29 +331,21 @@ def check_args(
     label_smoothing: float, softcap: float | None, plan: str | None,
 ) -> None:  # fmt: skip
     """Validate :func:`cross_entropy`'s arguments (raises; see there)."""
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"cross_entropy: input must be a torch.Tensor, got {type(x).__name__}")
-    if not isinstance(target, torch.Tensor):
-        raise TypeError(f"cross_entropy: target must be a torch.Tensor, got {type(target).__name__}")
+    check_tensor(FN, "input", x)
+    check_tensor(FN, "target", target)
     if weight is not None:
         raise NotImplementedError(
             "cross_entropy: weight= (per-class weights) is not supported; use torch.nn.functional.cross_entropy"
         )
-    if x.dtype not in _ACCEPTED:
-        raise TypeError(f"cross_entropy: input has dtype {x.dtype}; expected float16, bfloat16, float32 or float64")
+    check_float(FN, "input", x)
     if target.is_floating_point():
         raise NotImplementedError(
             "cross_entropy: class-probability targets (a floating target) are not supported; pass class indices"
         )
     if target.dtype != torch.int64:
         raise TypeError(f"cross_entropy: target has dtype {target.dtype}; expected int64 class indices")
-    if not (x.is_cuda or x.is_meta or (INTERPRETER and x.is_cpu)):
-        raise ValueError(
-            f"cross_entropy: input is on device '{x.device}'; expected a CUDA tensor "
-            "(CPU tensors run only under TRITON_INTERPRET=1)"
-        )
-    if target.device != x.device:
-        raise ValueError(f"cross_entropy: target is on {target.device} but input is on {x.device}")
+    check_device(FN, "input", x)
+    check_same_device(FN, "target", target, "input", x)
     if x.dim() == 0:
         raise ValueError("cross_entropy: input must have a class dimension: [C], [N, C] or [N, C, d1, ...]")
     expected = () if x.dim() == 1 else (x.shape[0], *x.shape[2:])
@@ -377,8 +365,7 @@ def check_args(
     number = isinstance(softcap, (int, float)) and not isinstance(softcap, bool)
     if softcap is not None and not (number and softcap > 0 and math.isfinite(softcap)):
         raise ValueError(f"cross_entropy: softcap must be a positive finite float or None, got {softcap!r}")
-    if plan is not None and plan not in PLAN_KINDS:
-        raise ValueError(f"cross_entropy: plan must be 'block', 'looped', 'split' or None, got {plan!r}")
+    check_plan(FN, plan)
 
 
 def cross_entropy(
@@ -444,13 +431,14 @@ def cross_entropy(
         x, t = x.movedim(1, -1).reshape(-1, x.shape[1]), t.reshape(-1)
     if x.shape[-1] > 1 and x.stride(-1) != 1:
         x = x.contiguous()
-    owned = x.numel() > 0 and x.untyped_storage().data_ptr() != input.untyped_storage().data_ptr()
     eps = float(label_smoothing)
     cap = None if softcap is None else float(softcap)
     if x.shape[0] == 0 or x.shape[1] == 0:
         loss = _empty_case(x, t, ignore_index, reduction, eps, cap, plan)
-    elif _plain(x):
+    elif eager_path(x):
         if torch.is_grad_enabled() and x.requires_grad:
+            # Logits this call copied (class dimension moved, strided rows) are its own to overwrite.
+            owned = x.untyped_storage().data_ptr() != input.untyped_storage().data_ptr()
             loss = _CrossEntropyFunction.apply(x, t, ignore_index, reduction, eps, cap, plan,
                                                inplace_backward or owned)  # fmt: skip
         else:
