@@ -395,7 +395,7 @@ def _validate_case(
     params = c.typed(entry, "case", path, (dict,))
     for key in ("op", "direction", "dtype", "l2"):
         c.ident(c.typed(params, key, f"{path}.case", (str,)), f"{path}.case.{key}")
-    for key in ("rows", "cols", "chain"):
+    for key in dict.fromkeys(("rows", "cols", "chain", *required)):  # a study's shape: positive counts
         c.count(params, key, f"{path}.case", required=key in required)
     if c.optional(params, "measure", f"{path}.case", (str,), nullable=False) is not None:
         c.ident(params["measure"], f"{path}.case.measure")

@@ -19,7 +19,9 @@ class StudyEntry:
     ``checked``: the harness checks every variant against a float64 reference before
     timing it, so a timed variant must carry its (passed) check.  ``params``: the case
     parameters (beyond op, direction, dtype and l2, which every case has) that its pages
-    read, so every case must hold them."""
+    read, so every case must hold them: positive whole numbers, the case's shape, written
+    in this order ("4096×50257" for rows × cols; a matrix product's rows × cols × k is
+    M×N×K)."""
 
     name: str
     checked: bool = True
@@ -33,6 +35,7 @@ REGISTRY: tuple[StudyEntry, ...] = (
     StudyEntry("dispatch", checked=False),
     StudyEntry("rmsnorm"),
     StudyEntry("rowsum_add"),  # an add of n elements is a case of 1 x n
+    StudyEntry("matmul", params=("rows", "cols", "k")),  # C[rows, cols] = A[rows, k] @ B[k, cols]: M×N×K
 )
 
 
@@ -43,3 +46,10 @@ def names() -> tuple[str, ...]:
 
 def entry(name: str) -> StudyEntry | None:
     return next((s for s in REGISTRY if s.name == name), None)
+
+
+def shape(name: str) -> tuple[str, ...]:
+    """The parameters a case of ``name`` is written by as its shape, in order (rows × cols
+    for a study the registry does not list)."""
+    found = entry(name)
+    return found.params if found is not None else ("rows", "cols")

@@ -66,6 +66,7 @@ STATISTICS: dict[str, tuple[str, str]] = {
     "gbps": ("GB/s", "bytes / median: the bandwidth the problem's minimum traffic implies (device timers)"),
     "pct_copy_peak": ("%", "gbps as a percentage of the device copy bandwidth measured in the same run"),
     "tflops": ("TFLOP/s", "flops / median (device timers; cases that count flops)"),
+    "pct_mm_peak": ("%", "tflops as a percentage of the cuBLAS bf16 matrix rate measured in the same run"),
 }
 # Timers that measure device time, the only ones a bandwidth or a rate is derived from.
 DEVICE_TIMERS = ("cuda-graph", "cuda-events")
@@ -76,7 +77,7 @@ KEY = ("run_id", "case_id", "variant", "timer", "statistic")  # unique in every 
 
 
 def statistics(
-    samples: list[float], case_bytes: int, flops: int, copy_peak: float, *, device: bool
+    samples: list[float], case_bytes: int, flops: int, copy_peak: float, *, device: bool, mm_peak: float = 0.0
 ) -> dict[str, float]:
     """The statistics of one variant's samples, by name (see :data:`STATISTICS`)."""
     xs = sorted(samples)
@@ -99,6 +100,8 @@ def statistics(
         out["pct_copy_peak"] = 100 * out["gbps"] / copy_peak
     if device and flops > 0:
         out["tflops"] = flops / (s.median * 1e6)
+        if mm_peak > 0:
+            out["pct_mm_peak"] = 100 * out["tflops"] / mm_peak
     return out
 
 
@@ -145,7 +148,7 @@ def frame(runs: Iterable[Run], withdrawn: Collection[str] = ()) -> pd.DataFrame:
             "quick": run.quick,
             "withdrawn": run.run_id in withdrawn,
         }
-        copy_peak = run.copy_peak
+        copy_peak, mm_peak = run.copy_peak, run.mm_peak
         for entry in doc["cases"]:
             case = {"case_id": entry["id"], "bytes": int(entry["bytes"]), "flops": int(entry.get("flops") or 0)}
             case |= {name: entry["case"].get(key) for key, name in params.items()}
@@ -158,7 +161,9 @@ def frame(runs: Iterable[Run], withdrawn: Collection[str] = ()) -> pd.DataFrame:
                 rows: list[tuple[Any, str, str, float, str | None]] = []
                 for key, timer in measured:
                     device = key == "samples_us" and timer in DEVICE_TIMERS
-                    stats = statistics(raw[key], case["bytes"], case["flops"], copy_peak, device=device)
+                    stats = statistics(
+                        raw[key], case["bytes"], case["flops"], copy_peak, device=device, mm_peak=mm_peak
+                    )
                     rows += [(timer, key, name, value, None) for name, value in stats.items()]
                 if not raw.get("samples_us"):  # refused or failed: the variant stays, with why
                     rows.insert(0, (raw.get("timer"), "samples_us", "n", 0.0, raw.get("error")))

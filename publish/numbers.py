@@ -52,7 +52,8 @@ FORMATS = {
     "us_bare": _fmt_us,
     "GBps": lambda v: f"{v:,.0f} GB/s",
     "GBps_bare": lambda v: f"{v:,.0f}",
-    "TFLOPs": lambda v: f"{v:,.0f} TFLOP/s",
+    "TFLOPs": lambda v: f"{v:,.0f} TFLOP/s" if v >= 10 else f"{v:.2g} TFLOP/s",
+    "TFLOPs_bare": lambda v: f"{v:,.0f}" if v >= 10 else f"{v:.2g}",
     "pct": lambda v: f"{v:.1f}%" if abs(v) < 100 else f"{v:.0f}%",  # one decimal: 94.7% is not 95%
     "pct_signed": lambda v: f"{v:+.1f}%",
     "x": lambda v: f"{v:.2f}×",

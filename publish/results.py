@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
+from contract import studies
 from contract.labels import legacy_label
 from publish.frame import Stats
 from publish.numbers import Num, Source
@@ -43,6 +44,7 @@ class Measurement:
     bytes: int
     l2: str = ""
     samples_key: str = DEVICE  # DEVICE or EAGER: which of the variant's samples this is
+    flops: int = 0  # the work counted from the problem (0: the case counts none)
     # The frame of the runs, pivoted: where every statistic of this measurement is read.
     stats: Stats | None = field(default=None, compare=False, repr=False)
 
@@ -137,6 +139,26 @@ class Measurement:
             note=f"{self.bytes:,} bytes counted from the problem",
         )
 
+    def tflops(self) -> Num:
+        """The flops counted from the problem over the median device time."""
+        assert self.summary is not None
+        return Num(
+            self.statistic("tflops"),
+            "TFLOPs",
+            (self.source("flops / median"),),
+            note=f"{self.flops:,} flops counted from the problem",
+        )
+
+    def pct_mm(self) -> Num:
+        """:meth:`tflops` as a share of the cuBLAS bf16 matrix rate measured in the same run."""
+        assert self.summary is not None
+        return Num(
+            self.statistic("pct_mm_peak"),
+            "pct",
+            (self.source("flops / median"),),
+            note=f"of the {self.run.mm_peak:,.0f} TFLOP/s bf16 matrix rate (cuBLAS) measured in the same run",
+        )
+
     def pct_copy(self) -> Num:
         assert self.summary is not None
         peak = self.run.copy_peak
@@ -158,6 +180,7 @@ class CaseResult:
     repeats: tuple[CaseResult, ...] = ()  # every measurement of this case, this one included, oldest first
     rotation: dict[str, Any] | None = None  # schema 2, cold L2: {sets, bytes} the graph rotated through
     samples_key: str = DEVICE  # DEVICE, or EAGER for the view :meth:`eager` gives
+    flops: int = 0  # the work counted from the problem (0: the case counts none)
     # The study's typical run-to-run spread of a comparison, for a case no repeat run measured
     # (:meth:`StudyResults.typical_spread`); None outside a study.
     typical: Callable[[str, str, str], RunSpread | None] | None = field(default=None, compare=False, repr=False)
@@ -266,8 +289,14 @@ class CaseResult:
         return ratio(a.summary, b.summary)  # type: ignore[arg-type]
 
     @property
+    def dims(self) -> tuple[int, ...]:
+        """The case's shape parameters, in the order the registry writes them (rows, cols;
+        a matrix product's rows, cols, k)."""
+        return tuple(self.params[p] for p in studies.shape(self.run.study) if p in self.params)
+
+    @property
     def shape(self) -> str:
-        return f"{self.params['rows']}×{self.params['cols']}"
+        return "×".join(str(d) for d in self.dims)
 
 
 # ----------------------------------------------------------------------------- the one verdict
@@ -395,13 +424,22 @@ class StudyResults:
         for run in self.runs:  # oldest first: the newest measurement of a case is the one shown
             for entry in run.doc["cases"]:
                 l2 = str(entry["case"].get("l2", ""))
+                flops = int(entry.get("flops") or 0)
                 variants = {
-                    name: Measurement(run, entry["id"], name, raw, int(entry["bytes"]), l2, stats=self.stats)
+                    name: Measurement(
+                        run, entry["id"], name, raw, int(entry["bytes"]), l2, flops=flops, stats=self.stats
+                    )
                     for name, raw in entry["variants"].items()
                 }
                 self.labels |= {name: m.label for name, m in variants.items()}
                 case = CaseResult(
-                    run, entry["id"], entry["case"], int(entry["bytes"]), variants, rotation=entry.get("rotation")
+                    run,
+                    entry["id"],
+                    entry["case"],
+                    int(entry["bytes"]),
+                    variants,
+                    rotation=entry.get("rotation"),
+                    flops=flops,
                 )
                 history.setdefault(entry["id"], []).append(case)
         # Every measurement of a case, each carrying the whole history as its repeats (so a
@@ -451,7 +489,7 @@ class StudyResults:
 
     def where(self, **params: Any) -> list[CaseResult]:
         out = [c for c in self.cases.values() if all(c.params.get(k) == v for k, v in params.items())]
-        return sorted(out, key=lambda c: (c.params.get("cols", 0), c.params.get("rows", 0)))
+        return sorted(out, key=lambda c: (c.params.get("cols", 0), c.params.get("rows", 0), c.dims))
 
     @property
     def used_runs(self) -> list[Run]:

@@ -56,6 +56,11 @@ class Run:
         return float(self.env["peaks"]["copy_GBps"])
 
     @property
+    def mm_peak(self) -> float:
+        """The cuBLAS bf16 matrix rate measured in the same run (TFLOP/s)."""
+        return float(self.env["peaks"]["mm_bf16_TFLOPs"])
+
+    @property
     def short_commit(self) -> str:
         return self.doc["code"]["commit"][:7] + ("+dirty" if self.doc["code"]["dirty"] else "")
 

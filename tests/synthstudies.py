@@ -145,3 +145,143 @@ def rowsum_add_doc(run_id: str, started: str, *, add_sizes=ADD_SIZES, row_shapes
             params = {"op": "row_sum", "direction": "fwd", "dtype": "bf16", "rows": rows, "cols": cols, "l2": l2}
             cases.append(_case(f"row_sum/bf16/{rows}x{cols}/{l2}", params, nbytes, times, ROW_SUM_LABELS))
     return document("rowsum_add", run_id, started, cases, eager=True, version=4)
+
+
+# ----------------------------------------------------------------------------- GEMM
+
+MM_PEAK = 750.0  # TFLOP/s: the bf16 matrix rate of synthruns.document
+MATMUL_FWD = {
+    "bf16": ((127, 255, 65), (1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192), (16, 4096, 4096),
+             (16, 4096, 14336), (128, 14336, 4096)),
+    "fp16": ((4096, 4096, 4096), (8192, 8192, 8192)),
+    "tf32": ((4096, 4096, 4096),),
+    "fp32": ((4096, 4096, 4096),),
+}  # fmt: skip
+MATMUL_STEP = ((127, 255, 65), (4096, 4096, 4096))
+MATMUL_EPILOGUES = (("mm_bias", (8192, 8192, 8192)), ("mm_bias_gelu", (4096, 4096, 4096)),
+                    ("mm_bias_gelu", (8192, 8192, 8192)), ("mm_residual", (8192, 8192, 8192)))  # fmt: skip
+# What the sweep reads from the compiled code (bench/evidence.py), per Triton variant.
+_WGMMA = {"kernels": 1, "kernel_names": ["_mm_persistent_kernel"], "regs": [168], "spills": [0],
+          "smem_bytes": [197632], "sass_instructions": [1480], "sass_hgmma": [32], "sass_hmma": [0],
+          "sass_tma": [4], "sass_cp_async": [0], "sass_ldsm": [0], "sass_bar": [3], "sass": "ok",
+          "matrix_path": "wgmma"}  # fmt: skip
+_HMMA = _WGMMA | {"kernel_names": ["_mm_fixed_kernel"], "regs": [128], "smem_bytes": [98304], "sass_hgmma": [0],
+                  "sass_hmma": [64], "sass_tma": [0], "sass_cp_async": [12], "sass_ldsm": [16],
+                  "matrix_path": "mma.sync"}  # fmt: skip
+_SASS_KEYS = ("sass_instructions", "sass_hgmma", "sass_hmma", "sass_tma", "sass_cp_async", "sass_ldsm", "sass_bar")
+_NO_SASS = (
+    _WGMMA
+    | {k: [None] for k in _SASS_KEYS}
+    | {
+        "sass": "unavailable: the disassembler is not installed (FileNotFoundError: cuobjdump)",
+        "matrix_path": "unknown",
+    }
+)
+CUBLAS_META = {"entry": "torch.mm", "allow_bf16_reduced_precision_reduction": True,
+               "allow_fp16_reduced_precision_reduction": True, "allow_tf32": False,
+               "float32_matmul_precision": "highest"}  # fmt: skip
+
+
+def _mm_cublas_us(case: dict[str, Any], flops: int, nbytes: int) -> float:
+    """cuBLAS: 95% of the matrix rate on large bf16/fp16 products (TF32 half, IEEE fp32 a
+    fifteenth), at least the bytes at 80% of the copy, plus 3 µs."""
+    rate = MM_PEAK * 0.95 * {"tf32": 0.5, "fp32": 1 / 15}.get(case["dtype"], 1.0)
+    return flops / (rate * 1e6) + nbytes / (COPY * 1e3 * 0.8) + 3.0
+
+
+def matmul_times(name: str, case: dict[str, Any], flops: int, nbytes: int) -> tuple[float, float] | str:
+    """Ours at 0.99x cuBLAS on large products and 0.97x on the training step (inside the
+    targets), faster on decode shapes (split-K reads the weight at 90% of the copy), slower on
+    the smallest product (launch-bound); the fixed tile slower on HMMA; GROUP_M 1 slower where
+    A and B exceed the L2; the epilogues fused against a separate pass over C."""
+    m, n = case["rows"], case["cols"]
+    mm = _mm_cublas_us(case, flops, nbytes)
+    op, decode, small = case["op"], m <= 128 and n * case["k"] >= 4096 * 4096, flops < 2 * 1024**3
+    pass_over_c = 2 * m * n * 2 / (COPY * 1e3 * 0.9)  # read and write C once more, µs
+    if decode:
+        ours = nbytes / (COPY * 1e3 * 0.9) + 3.0
+    elif small:
+        ours = mm + 2.0
+    else:
+        ours = mm * (1.03 if case["direction"] == "fwd+bwd" else 1.01)
+    if op != "mm":
+        ours += pass_over_c * 0.05
+    table = {
+        "triton": ours,
+        "triton-fixed": ours * 1.4,
+        "triton-autotuned": ours * 1.1,
+        "triton-persistent": ours if not decode else ours * 3,
+        "triton-split-k": ours,
+        "triton-group1": ours * (1.15 if m >= 8192 else 1.0),
+        "triton-group4": ours * 1.01,
+        "triton-group8": ours,
+        "cublas": mm,
+        "compile": mm * 1.05,
+        "cublas-bias": mm * 1.02,
+        "compile-bias": mm * 1.04,
+        "cublas-bias-gelu": mm * 1.02 + pass_over_c,
+        "cublaslt-bias-gelu": mm * 1.03,
+        "compile-bias-gelu": mm * 1.05,
+        "cublas-residual": mm + pass_over_c * 1.5,
+        "compile-residual": mm * 1.04,
+    }
+    if name == "compile" and case["dtype"] == "fp32":
+        return "check failed: relative L2 error 0.0021 (tolerance 1e-05, finite=True)"
+    device = round(table[name], 4)
+    host = 12.0 if name.startswith("triton") else 8.0 if name.startswith("cublas") else 30.0
+    return device, round(max(device, host) + 1, 4)
+
+
+def _mm_meta(name: str, case: dict[str, Any]) -> dict[str, Any]:
+    if name.startswith("cublas"):
+        return CUBLAS_META
+    if name.startswith("compile"):
+        return {"entry": "torch.mm", "mode": "max-autotune", "fullgraph": True, "dynamic": False}
+    base = {"variant": name.removeprefix("triton-") if name != "triton" else "default dispatch"}
+    if name == "triton":
+        base["dispatch"] = "split_k" if case["rows"] <= 128 else "persistent"
+    if name == "triton-fixed":
+        return base | _HMMA
+    if name == "triton-autotuned":
+        return base | _NO_SASS
+    return base | _WGMMA
+
+
+def matmul_doc(run_id: str, started: str, *, fwd=MATMUL_FWD, step=MATMUL_STEP, epilogues=MATMUL_EPILOGUES) -> dict:
+    """A GEMM run: the cases, variants and labels bench/studies/matmul.py writes, at a few
+    shapes of each kind, cold and warm, with times from :func:`matmul_times`."""
+    from bench.studies.matmul import STUDY
+
+    def case_of(op: str, direction: str, dtype: str, shape: tuple[int, int, int]) -> dict[str, Any]:
+        m, n, k = shape
+        return {"op": op, "direction": direction, "dtype": dtype, "rows": m, "cols": n, "k": k}
+
+    wanted = [case_of("mm", "fwd", dtype, s) for dtype, shapes in fwd.items() for s in shapes]
+    wanted += [case_of("mm", "fwd+bwd", "bf16", s) for s in step]
+    wanted += [case_of(op, "fwd", "bf16", s) for op, s in epilogues]
+    cases = []
+    for case in wanted:
+        nbytes, flops = STUDY.traffic(case)
+        labels = {v.name: v.label for v in STUDY.variants(case)}
+        times = {name: matmul_times(name, case, flops, nbytes) for name in labels}
+        for l2 in ("cold", "warm"):
+            params = {**case, "l2": l2}
+            variants = {}
+            for name, t in times.items():
+                if isinstance(t, str):
+                    v = variant(None, error=t, eager_run=True, meta=_mm_meta(name, case))
+                else:
+                    v = variant(t[0], eager=t[1], eager_run=True, meta=_mm_meta(name, case))
+                variants[name] = {"label": labels[name], **v}
+            sets = 1 if l2 == "warm" else max(2, min(512, math.ceil(4 * L2 / nbytes) + 1))
+            cases.append(
+                {
+                    "id": f"{STUDY.case_id(case)}/{l2}",
+                    "case": params,
+                    "bytes": nbytes,
+                    "flops": flops,
+                    "rotation": {"sets": sets, "bytes": sets * nbytes},
+                    "variants": variants,
+                }
+            )
+    return document("matmul", run_id, started, cases, eager=True, version=4)

@@ -122,6 +122,9 @@ def test_every_statistic_matches_the_raw_samples(runs, df) -> None:
                         want |= {"gbps": gbps, "pct_copy_peak": 100 * gbps / peak}
                         if case.get("flops"):
                             want["tflops"] = case["flops"] / (median * 1e6)
+                            want["pct_mm_peak"] = (
+                                100 * want["tflops"] / float(run.doc["env"]["peaks"]["mm_bf16_TFLOPs"])
+                            )
                     want["ci95_low"], want["ci95_high"] = median_interval(xs)
                     assert set(got.index) == set(want), (run.run_id, case["id"], name)
                     for stat, value in want.items():

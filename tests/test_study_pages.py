@@ -1,4 +1,4 @@
-"""The RMSNorm and the row sum / vector add pages (issue 8), built from synthetic runs in
+"""The RMSNorm, the row sum / vector add (issue 8) and the GEMM (issue 9) pages, built from synthetic runs in
 scratch projects (tests/synthstudies.py) and from none: targets evaluate, a missing case has
 no data, a warm win that is only L2 residency is marked from the numbers, the visible text
 holds no markup or reprs, and the bench modules' cases hold what the registry says."""
@@ -19,6 +19,7 @@ from publish.site import build
 
 RMS = "rmsnorm-20261201T000000Z-aaaaaaa"
 ROWS = "rowsum_add-20261201T000000Z-aaaaaaa"
+MM = "matmul-20261201T000000Z-aaaaaaa"
 # What must never reach a reader (as tests/test_browser.py's LEFTOVERS, on the page's words).
 LEFTOVERS = re.compile(r"\{\{|\}\}|\{%|%\}|object at 0x|Markup\(|Num\(|Text\(|Source\(|\bNone\b|\bnan\b|Undefined|[<>]")
 
@@ -42,9 +43,9 @@ def _clean(html: str) -> None:
     assert [words[max(0, m.start() - 40) : m.end() + 40] for m in LEFTOVERS.finditer(words)] == []
 
 
-def _site(tmp: Path, rms: dict | None, rows: dict | None) -> Path:
+def _site(tmp: Path, *docs: dict | None) -> Path:
     root = synthruns.project(tmp)
-    for doc in (rms, rows):
+    for doc in docs:
         if doc is not None:
             synthruns.write(root, doc)
     out = tmp / "site"
@@ -66,7 +67,7 @@ def test_both_studies_are_registered_with_the_params_their_cases_hold() -> None:
     is labelled per operator: the pages read its label from the cases they show)."""
     import bench.studies
 
-    for name in ("rmsnorm", "rowsum_add"):
+    for name in ("rmsnorm", "rowsum_add", "matmul"):
         entry = studies.entry(name)
         assert entry is not None and entry.checked
         study = bench.studies.load(name)
@@ -83,7 +84,11 @@ def test_both_studies_are_registered_with_the_params_their_cases_hold() -> None:
 
 def test_pages_with_no_run_say_so_plainly(tmp_path) -> None:
     out = _site(tmp_path, None, None)
-    for page, words in (("rmsnorm", "No RMSNorm run is in force"), ("rowsum_add", "No row sum or vector add run")):
+    for page, words in (
+        ("rmsnorm", "No RMSNorm run is in force"),
+        ("rowsum_add", "No row sum or vector add run"),
+        ("matmul", "No GEMM run is in force"),
+    ):
         html = (out / f"{page}.html").read_text()
         assert words in _words(html) and "No run yet." in _words(html)
         assert 'class="lab-table' not in html and 'class="lab-chart' not in html  # no empty tables or charts
@@ -93,6 +98,7 @@ def test_pages_with_no_run_say_so_plainly(tmp_path) -> None:
         _clean(html)
     home = _words((out / "index.html").read_text())
     assert "Residual RMSNorm" in home and "Row sum and vector add" in home and "No run in force yet" in home
+    assert "GEMM on Hopper" in home
 
 
 def test_rmsnorm_page_evaluates_its_targets_from_the_run(site) -> None:
@@ -172,3 +178,95 @@ def test_rowsum_add_targets_name_their_operator_and_evaluate(site, tmp_path) -> 
     other = (out / "rowsum_add.html").read_text()
     assert _status(other, "target-copy-add-1x16777216-cold") == "no data"
     assert _status(other, "target-copy-rowsum-4096x4096-cold") in ("met", "missed")
+
+
+# ----------------------------------------------------------------------------- GEMM (issue 9)
+
+
+def _table(site: Path, table_id: str) -> dict:
+    return json.loads((site / "tables" / f"{table_id}.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def mm_site(tmp_path_factory) -> Path:
+    return _site(tmp_path_factory.mktemp("gemm"), synthstudies.matmul_doc(MM, "2026-12-01T00:00:00Z"))
+
+
+def test_matmul_page_states_targets_rates_and_evidence(mm_site) -> None:
+    html = (mm_site / "matmul.html").read_text()
+    _clean(html)
+    targets = re.findall(r'id="claim-(target-[^"]+)"', html)
+    assert len(targets) == 7 and all(_status(html, t) == "met" for t in targets)
+    assert _status(html, "fast-uses-wgmma") == "holds" and _status(html, "grouping-pays-beyond-l2") == "holds"
+    words = _words(html)
+    assert "mm_bias_gelu 8192×8192×8192 bf16 forward faster than torch.addmm, then F.gelu(tanh)" in words
+    assert "allow_bf16_reduced_precision_reduction = True" in words  # cuBLAS's setting, as the run recorded it
+    for chart in ("matmul-fwd-speedup", "matmul-fwd-tflops-cold", "matmul-fwdbwd-tflops-cold"):
+        assert f'id="{chart}"' in html
+
+    # The plain product's sections: TFLOP/s and % of the bf16 matrix rate beside GB/s and % copy,
+    # one row per M×N×K (the decode shapes differ only in K), only the plain product's peers.
+    fwd = _table(mm_site, "matmul-fwd-bf16")
+    assert [c["label"] for c in fwd["columns"]][4:8] == ["TFLOP/s", "% mm peak", "GB/s", "% copy"]
+    assert [c["key"] for c in fwd["columns"]][8:] == ["cublas", "compile"]
+    shapes = [r["cells"]["shape"]["text"] for r in fwd["rows"]]
+    assert {"16×4096×4096", "16×4096×14336", "8192×8192×8192"} <= set(shapes) and len(shapes) == len(set(shapes)) * 2
+    doc = synthstudies.matmul_doc(MM, "2026-12-01T00:00:00Z")
+    case = next(c for c in doc["cases"] if c["id"] == "fwd/bf16/8192x8192x8192/cold")
+    median = sorted(case["variants"]["triton"]["samples_us"])[3]
+    row = next(r["cells"] for r in fwd["rows"] if r["cells"]["shape"]["text"] == "8192×8192×8192")
+    assert row["tflops"]["value"] == pytest.approx(2 * 8192**3 / (median * 1e6), rel=1e-3)
+    assert row["pct_mm"]["value"] == pytest.approx(100 * row["tflops"]["value"] / synthstudies.MM_PEAK, rel=1e-9)
+    fp32 = _table(mm_site, "matmul-fwd-fp32")
+    assert all(r["cells"]["compile"]["text"] == "failed check" for r in fp32["rows"])
+
+    # The compiled code's evidence, read from each variant's meta; a missing disassembler says so.
+    evidence = _table(mm_site, "matmul-evidence")
+    by = {(r["cells"]["case"]["text"], r["cells"]["variant"]["text"]): r["cells"] for r in evidence["rows"]}
+    fixed = by[("Forward, bf16, 4096×4096×4096", "Triton, fixed tile forced")]
+    assert fixed["hmma"]["value"] == 64 and fixed["hgmma"]["value"] == 0 and fixed["path"]["text"] == "mma.sync"
+    ours = by[("Forward, bf16, 4096×4096×4096", "Triton (ours, default dispatch)")]
+    assert ours["hgmma"]["value"] == 32 and ours["regs"]["value"] == 168 and ours["spills"]["value"] == 0
+    tuned = by[("Forward, bf16, 4096×4096×4096", "Triton, autotuned forced")]
+    assert tuned["hgmma"]["text"] == "—" and "disassembler is not installed" in tuned["hgmma"]["note"]
+    assert all(case.endswith("cold") is False for case, _ in by)  # cold rows only, the case named without it
+
+    grouping = _table(mm_site, "matmul-grouping")
+    assert len(grouping["rows"]) == 4
+    big = next(r["cells"] for r in grouping["rows"] if "8192" in r["cells"]["case"]["text"])
+    assert big["g8"]["value"] > 1.1 and big["fits"]["text"].startswith("exceed the L2: 256 MiB")
+    decode = _table(mm_site, "matmul-decode")
+    assert {r["cells"]["case"]["text"] for r in decode["rows"]} == {
+        "Forward, bf16, 16×4096×4096",
+        "Forward, bf16, 16×4096×14336",
+        "Forward, bf16, 128×14336×4096",
+    }  # 127×255×65 has few rows but no weight to read: not a decode shape
+    epilogues = _table(mm_site, "matmul-epilogues")
+    assert len(epilogues["rows"]) == 8
+    gelu = next(r["cells"] for r in epilogues["rows"] if r["cells"]["case"]["text"].startswith("with bias and GELU"))
+    assert gelu["separate"]["value"] > 1 and gelu["lt"]["value"] > 1
+
+
+def test_matmul_losses_are_explained_and_missing_cases_have_no_data(tmp_path) -> None:
+    """Ours slowed at 8192³ bf16: the parity target is missed and the loss is on the page;
+    without the fp16 8192³ case its target has no data."""
+    fwd = {**synthstudies.MATMUL_FWD, "fp16": ((4096, 4096, 4096),)}
+    doc = synthstudies.matmul_doc(MM, "2026-12-01T00:00:00Z", fwd=fwd)
+    for case in doc["cases"]:
+        if case["id"].startswith("fwd/bf16/8192x8192x8192/"):
+            v = case["variants"]["triton"]
+            v["samples_us"] = [round(x * 1.06, 4) for x in v["samples_us"]]
+    out = _site(tmp_path, doc)
+    html = (out / "matmul.html").read_text()
+    _clean(html)
+    assert _status(html, "target-cublas-bf16-8192x8192x8192") == "missed"
+    assert _status(html, "target-cublas-fp16-8192x8192x8192") == "no data"
+    assert "No data: no run in force measured 8192×8192×8192 (cold, warm L2)." in _words(html)
+    assert _status(html, "target-cublas-bf16-4096x4096x4096") == "met"
+    rows = _table(out, "matmul-losses")["rows"]
+    why = {(r["cells"]["case"]["text"], r["cells"]["peer"]["text"]): r["cells"]["why"]["text"] for r in rows}
+    cublas, compiled = "torch.mm (cuBLAS)", "torch.compile(torch.mm), max-autotune"
+    assert why[("fwd/bf16/8192×8192×8192/cold", cublas)] == "not yet explained"
+    assert why[("fwd/bf16/8192×8192×8192/cold", compiled)] == "near the same bound"  # within 3%
+    assert why[("fwd+bwd/bf16/4096×4096×4096/cold", cublas)] == "backward products"
+    assert why[("fwd/bf16/127×255×65/cold", cublas)] == "launch-bound"

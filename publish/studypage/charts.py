@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from contract import studies
 from publish.charts import PALETTE, Chart, dots
 from publish.numbers import Num
 from publish.results import CaseResult, Measurement
@@ -18,6 +19,7 @@ from publish.studypage.spec import (
     DeviceVsEager,
     Speedups,
     StudyView,
+    Throughput,
     WarmCold,
 )
 from publish.tables import Text
@@ -36,7 +38,7 @@ def _where(direction: str, dtype: str, l2: str | None = None) -> str:
 def speedups(view: StudyView, spec: Speedups) -> Chart | None:
     """The key chart: ours against each peer, as time ratios, so a case of 2 µs reads as well
     as one of 300 µs; the whiskers are the ratios' 95% intervals."""
-    cases = view.results.where(direction=spec.direction, dtype=spec.dtype, l2=spec.l2)
+    cases = view.where(direction=spec.direction, dtype=spec.dtype, l2=spec.l2)
     cases = [c for c in cases if c.get(view.ours) is not None]
     if not cases:
         return None
@@ -65,8 +67,27 @@ def speedups(view: StudyView, spec: Speedups) -> Chart | None:
     )
 
 
+def throughput(view: StudyView, spec: Throughput) -> Chart | None:
+    """Achieved TFLOP/s (flops counted from the problem) against the bf16 matrix rate of the run."""
+    cases = [c for c in view.where(direction=spec.direction, dtype=spec.dtype, l2=spec.l2) if c.flops > 0]
+    if not cases:
+        return None
+    variants = [v for v in spec.variants if any(v in c.variants for c in cases)]
+    series = [(view.label(v), [_point(c, v, Measurement.tflops) for c in cases]) for v in variants]
+    peak = cases[0].run.mm_peak
+    return dots(
+        f"{view.study}-{slug(spec.direction)}-tflops-{spec.l2}",
+        f"{_where(spec.direction, spec.dtype, spec.l2)}: achieved TFLOP/s ({DEVICE_TIME})",
+        [c.shape for c in cases],
+        series,
+        "TFLOP/s (flops counted from the problem; log scale)",
+        log_y=True,
+        ref=(f"cuBLAS bf16 matrix rate, same run: {peak:,.0f} TFLOP/s", peak),
+    )
+
+
 def bandwidth(view: StudyView, spec: Bandwidth) -> Chart | None:
-    cases = view.results.where(direction=spec.direction, dtype=spec.dtype, l2=spec.l2)
+    cases = view.where(direction=spec.direction, dtype=spec.dtype, l2=spec.l2)
     if not cases:
         return None
     variants = [v for v in spec.variants if any(v in c.variants for c in cases)]
@@ -85,7 +106,7 @@ def bandwidth(view: StudyView, spec: Bandwidth) -> Chart | None:
 
 def device_vs_eager(view: StudyView, spec: DeviceVsEager) -> Chart | None:
     """Device time and eager call side by side, for ours and each peer, where a run took both."""
-    where = view.results.where(direction=spec.direction, dtype=spec.dtype, l2=spec.l2)
+    where = view.where(direction=spec.direction, dtype=spec.dtype, l2=spec.l2)
     cases = [c for c in where if c.eager().get(view.ours)]
     if not cases:
         return None
@@ -109,12 +130,13 @@ def device_vs_eager(view: StudyView, spec: DeviceVsEager) -> Chart | None:
 
 
 def warm_cold(view: StudyView, spec: WarmCold) -> Chart | None:
-    cold = view.results.where(direction=spec.direction, dtype=spec.dtype, l2="cold")
+    cold = view.where(direction=spec.direction, dtype=spec.dtype, l2="cold")
     if not cold:
         return None
+    names = studies.shape(view.study)
     warm = [
-        view.results.find(
-            direction=spec.direction, dtype=spec.dtype, rows=c.params["rows"], cols=c.params["cols"], l2="warm"
+        view.find(
+            direction=spec.direction, dtype=spec.dtype, l2="warm", **{p: c.params[p] for p in names if p in c.params}
         )
         for c in cold
     ]
@@ -141,6 +163,8 @@ def chart(view: StudyView, spec: ChartSpec) -> Chart | None:
         return speedups(view, spec)
     if isinstance(spec, Bandwidth):
         return bandwidth(view, spec)
+    if isinstance(spec, Throughput):
+        return throughput(view, spec)
     if isinstance(spec, DeviceVsEager):
         return device_vs_eager(view, spec)
     if isinstance(spec, WarmCold):

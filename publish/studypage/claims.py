@@ -8,15 +8,19 @@ from collections.abc import Callable
 
 from markupsafe import Markup
 
+from contract import studies
 from publish.claims import Claim, sentence
 from publish.numbers import Num
 from publish.results import CaseResult
 from publish.studypage.common import VERDICT_WORDS, cases_evidence, count, refusal
 from publish.studypage.spec import (
+    AtLeast,
     AtMost,
     CopyShare,
     CopyShareAt,
     EagerEverywhere,
+    Faster,
+    MatrixShareAt,
     NoSlower,
     SpeedupsAt,
     StudyView,
@@ -54,6 +58,51 @@ def _no_slower(view: StudyView, m: NoSlower) -> Evaluation:
     return evaluate
 
 
+def _faster(view: StudyView, m: Faster) -> Evaluation:
+    """Faster than the peer: the one verdict rule must call it a win."""
+
+    def evaluate(c: CaseResult) -> tuple[Markup, bool]:
+        seen = c.eager() if m.eager else c
+        x = seen.speedup(view.ours, m.peer)
+        if x is None:
+            return _not_measured(view, seen, m.peer), False
+        outcome = view.outcome(seen, m.peer)
+        return sentence("{x} ({verdict})", x=x, verdict=VERDICT_WORDS[outcome]), outcome == "win"
+
+    return evaluate
+
+
+def _peer_failed(view: StudyView, c: CaseResult, peer: str) -> tuple[Markup, bool] | None:
+    """Where a threshold against ``peer`` cannot be read: the peer was not run (missed), it
+    failed its float64 check (the target does not apply), or it has no time (missed)."""
+    label = view.label(peer)
+    theirs = c.variants.get(peer)
+    if theirs is None:
+        return sentence("{peer} was not run", peer=label), False
+    if theirs.error is not None:
+        if theirs.error.startswith("check failed"):
+            return sentence("{peer} failed its float64 check, so the target does not apply here", peer=label), True
+        return sentence("{peer} has no time ({why})", peer=label, why=theirs.error[:160]), False
+    return None
+
+
+def _at_least(view: StudyView, m: AtLeast) -> Evaluation:
+    """Our speedup over the peer (its median over ours) at least the threshold."""
+
+    def evaluate(c: CaseResult) -> tuple[Markup, bool]:
+        seen = c.eager() if m.eager else c
+        failed = _peer_failed(view, c, m.peer)
+        if failed is not None:
+            return failed
+        x = seen.speedup(view.ours, m.peer)
+        if x is None:
+            return _not_measured(view, seen, m.peer), False
+        text = sentence("{x} ({verdict})", x=x, verdict=VERDICT_WORDS[view.outcome(seen, m.peer)])
+        return text, x.value >= m.threshold.value
+
+    return evaluate
+
+
 def _copy_share(view: StudyView, m: CopyShare) -> Evaluation:
     def evaluate(c: CaseResult) -> tuple[Markup, bool]:
         ours = c.get(view.ours)
@@ -72,13 +121,9 @@ def _at_most(view: StudyView, m: AtMost) -> Evaluation:
 
     def evaluate(c: CaseResult) -> tuple[Markup, bool]:
         seen = c.eager() if m.eager else c
-        theirs = c.variants.get(m.peer)
-        if theirs is None:
-            return sentence("{peer} was not run", peer=label), False
-        if theirs.error is not None:
-            if theirs.error.startswith("check failed"):
-                return sentence("{peer} failed its float64 check, so the target does not apply here", peer=label), True
-            return sentence("{peer} has no time ({why})", peer=label, why=theirs.error[:160]), False
+        failed = _peer_failed(view, c, m.peer)
+        if failed is not None:
+            return failed
         r = seen.time_ratio(view.ours, m.peer)
         if r is None:
             return _not_measured(view, seen, m.peer), False
@@ -103,6 +148,16 @@ def _head(view: StudyView, t: Target, found: CaseResult | None) -> Markup:
     elif isinstance(m, NoSlower):
         condition = " no slower than {peer}'s eager call." if eager else " no slower than {peer}."
         values = {"peer": view.label(m.peer)}
+    elif isinstance(m, Faster):
+        condition = " faster than {peer}'s eager call." if eager else " faster than {peer} (a resolved win)."
+        values = {"peer": view.label(m.peer)}
+    elif isinstance(m, AtLeast):
+        condition = (
+            ": our eager call at least {t} as fast as {peer}'s."
+            if eager
+            else ": ours at least {t} as fast as {peer} (its time over ours), where {peer} passes its check."
+        )
+        values = {"t": m.threshold, "peer": view.label(m.peer)}
     elif eager:
         condition, values = " at most {t} {peer}'s eager call.", {"t": m.threshold, "peer": view.label(m.peer)}
     else:
@@ -120,7 +175,7 @@ def case_target(view: StudyView, t: Target) -> Claim:
     found = [c for l2 in t.l2 if (c := t.case.find(view.results, l2)) is not None]
     head = _head(view, t, found[0] if found else None)
     if not found:
-        missing = f"{t.case.rows}×{t.case.cols} ({', '.join(t.l2)} L2)"
+        missing = f"{t.case.shape} ({', '.join(t.l2)} L2)"
         text = head + sentence(" No data: no run in force measured {case}.", case=missing)
         return Claim(t.id, text, False, "target", no_data=True)
     m = t.metric
@@ -129,6 +184,10 @@ def case_target(view: StudyView, t: Target) -> Claim:
         if isinstance(m, CopyShare)
         else _no_slower(view, m)
         if isinstance(m, NoSlower)
+        else _faster(view, m)
+        if isinstance(m, Faster)
+        else _at_least(view, m)
+        if isinstance(m, AtLeast)
         else _at_most(view, m)  # type: ignore[arg-type]
     )
     parts, ok = [], True
@@ -346,7 +405,18 @@ def _evidence(view: StudyView) -> list[Markup]:
         if c is None:
             continue
         ours = c.get(view.ours)
-        if isinstance(e, CopyShareAt) and ours is not None:
+        if isinstance(e, MatrixShareAt) and ours is not None and ours.flops > 0:
+            out.append(
+                sentence(
+                    "{tflops}, {pct} of the bf16 matrix rate measured in the same run, at {case}, {l2} L2 "
+                    "(device time)",
+                    tflops=ours.tflops(),
+                    pct=ours.pct_mm(),
+                    case=e.case.describe(c),
+                    l2=e.l2,
+                )
+            )
+        elif isinstance(e, CopyShareAt) and ours is not None:
             out.append(
                 sentence(
                     "{pct} of the copy bandwidth at {case}, {l2} L2 (device time)",
@@ -380,14 +450,17 @@ def decision(view: StudyView, targets: list[Claim]) -> dict[str, object]:
     ]
     for peer, cases in beaten_by.items():
         worst = min(cases, key=lambda c: c.ratio(peer, view.ours).value)  # type: ignore[union-attr]
-        widths = sorted({c.params["cols"] for c in cases})
+        if studies.shape(view.study) == ("rows", "cols"):
+            where = "all at widths " + ", ".join(str(w) for w in sorted({c.params["cols"] for c in cases}))
+        else:  # a shape of more dimensions than a width: the shapes themselves
+            shapes = sorted({c.dims: c.shape for c in cases}.items())
+            where = "at " + (", ".join(s for _, s in shapes[:8]) + (" and others" if len(shapes) > 8 else ""))
         conclusion.append(
             sentence(
-                "{peer} was faster on the device in {k} cases, all at widths {widths}; the largest gap is {x} at "
-                "{case}.",
+                "{peer} was faster on the device in {k} cases, {where}; the largest gap is {x} at {case}.",
                 peer=view.label(peer),
                 k=Num(len(cases), "count"),
-                widths=", ".join(str(w) for w in widths),
+                where=where,
                 x=worst.speedup(view.ours, peer),  # type: ignore[arg-type]
                 case=worst.case_id,
             )

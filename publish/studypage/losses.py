@@ -9,7 +9,7 @@ from markupsafe import Markup
 from publish.claims import sentence
 from publish.results import CaseResult
 from publish.studypage.common import DEVICE_TIME, EAGER_CALL, bare, plain, shape_key
-from publish.studypage.spec import StudyView
+from publish.studypage.spec import THROUGHPUT, StudyView
 from publish.tables import Column, Table, Text
 
 
@@ -27,9 +27,10 @@ def reasons(view: StudyView) -> dict[str, tuple[str, Markup]]:
         "close": (
             "near the same bound",
             sentence(
-                "A loss within {gap}: both kernels run near the same limit (see the % copy column of the case's "
+                "A loss within {gap}: both kernels run near the same limit (see the {column} column of the case's "
                 "table); at this size such gaps come and go between runs.",
                 gap=view.spec.close,
+                column="% mm peak" if view.spec.rates[:1] == (THROUGHPUT,) else "% copy",
             ),
         ),
         "host": (

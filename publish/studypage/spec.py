@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
+from contract import studies
 from publish.numbers import Num, definition
 from publish.results import CaseResult, StudyResults
 
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 # What a section of the page, a target or a chart is about, in words.
 DIRECTION_TITLES = {"fwd": "Forward", "fwd+bwd": "Forward + backward"}
 DIRECTION_WORDS = {"fwd": "forward", "fwd+bwd": "training step (forward + backward)"}
-DTYPE_ORDER = ("bf16", "fp16", "fp32", "fp64")
+DTYPE_ORDER = ("bf16", "fp16", "tf32", "fp32", "fp64")  # tf32: fp32 tensors multiplied as TF32
 L2_MODES = ("cold", "warm")
 
 # The tables a comparison page can show (``StudyPage.tables``).
@@ -40,6 +41,10 @@ LOSSES = "losses"  # every case a peer won, and why
 EAGER_LOSSES = "eager_losses"
 ALL_TABLES = frozenset({SUMMARY, SPEED, EAGER, TIMES, EAGER_TIMES, LOSSES, EAGER_LOSSES})
 
+# The rates a speed table shows beside each time (``StudyPage.rates``).
+BANDWIDTH = "bandwidth"  # GB/s of the bytes counted from the problem, and % of the copy measured in the run
+THROUGHPUT = "tflops"  # TFLOP/s of the flops counted from the problem, and % of the bf16 matrix rate measured
+
 
 @dataclass(frozen=True)
 class Case:
@@ -51,15 +56,23 @@ class Case:
     rows: int
     cols: int
     op: str | None = None
+    # Further shape parameters the case is found by, in the registry's order (a matrix
+    # product's inner dimension: (("k", 4096),)).
+    more: tuple[tuple[str, int], ...] = ()
 
     def find(self, results: StudyResults, l2: str) -> CaseResult | None:
-        which = {} if self.op is None else {"op": self.op}
+        which = ({} if self.op is None else {"op": self.op}) | dict(self.more)
         return results.find(direction=self.direction, dtype=self.dtype, rows=self.rows, cols=self.cols, l2=l2, **which)
+
+    @property
+    def shape(self) -> str:
+        """The shape as a spec names it ("4096×50257"; "4096×4096×4096" with an inner dimension)."""
+        return "×".join(str(d) for d in (self.rows, self.cols, *(v for _, v in self.more)))
 
     def describe(self, found: CaseResult | None = None) -> str:
         """ "4096×50257 bf16 forward": the shape as the data hold it when the case was found
         (preceded by the operator, "add 1×16777216 bf16 forward", where the case names one)."""
-        shape = found.shape if found is not None else f"{self.rows}×{self.cols}"
+        shape = found.shape if found is not None else self.shape
         dtype = found.params["dtype"] if found is not None else self.dtype
         op = "" if self.op is None else f"{found.params['op'] if found is not None else self.op} "
         return f"{op}{shape} {dtype} {DIRECTION_WORDS.get(self.direction, self.direction)}"
@@ -94,13 +107,32 @@ class AtMost:
 
 
 @dataclass(frozen=True)
+class AtLeast:
+    """Our speedup over ``peer`` (its median over ours) at least ``threshold`` ("0.98× cuBLAS":
+    ours may be up to 2% slower); where the peer failed its float64 check the target does
+    not apply.  ``eager``: the eager calls' medians."""
+
+    peer: str
+    threshold: Num
+    eager: bool = False
+
+
+@dataclass(frozen=True)
+class Faster:
+    """Ours faster than ``peer``: the one verdict calls it a win (a tie is not enough)."""
+
+    peer: str
+    eager: bool = False
+
+
+@dataclass(frozen=True)
 class EagerEverywhere:
     """As an eager call, ours no slower than ``peer`` in every case the peer accepts."""
 
     peer: str
 
 
-Metric = NoSlower | CopyShare | AtMost | EagerEverywhere
+Metric = NoSlower | Faster | CopyShare | AtMost | AtLeast | EagerEverywhere
 
 
 @dataclass(frozen=True)
@@ -124,6 +156,17 @@ class Speedups:
     """The key chart: how many times faster ours ran than each peer, with the intervals."""
 
     direction: str = "fwd"
+    dtype: str = "bf16"
+    l2: str = "cold"
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """Achieved TFLOP/s of ``variants`` (ours first) against the bf16 matrix rate measured in
+    the run."""
+
+    direction: str
+    variants: tuple[str, ...]
     dtype: str = "bf16"
     l2: str = "cold"
 
@@ -156,7 +199,7 @@ class WarmCold:
     dtype: str = "bf16"
 
 
-ChartSpec = Speedups | Bandwidth | DeviceVsEager | WarmCold | Callable[["StudyView"], "Chart | None"]
+ChartSpec = Speedups | Bandwidth | Throughput | DeviceVsEager | WarmCold | Callable[["StudyView"], "Chart | None"]
 
 
 @dataclass(frozen=True)
@@ -176,7 +219,15 @@ class SpeedupsAt:
     l2: str = "cold"
 
 
-Evidence = CopyShareAt | SpeedupsAt
+@dataclass(frozen=True)
+class MatrixShareAt:
+    """Decision card evidence: our TFLOP/s and share of the bf16 matrix rate at ``case``."""
+
+    case: Case
+    l2: str = "cold"
+
+
+Evidence = CopyShareAt | SpeedupsAt | MatrixShareAt
 
 
 @dataclass(frozen=True)
@@ -210,6 +261,11 @@ class StudyPage:
     ours: str = ""  # our variant
     peers: tuple[str, ...] = ()  # the variants ours is compared with, in column order
     tables: frozenset[str] = ALL_TABLES
+    # The operator the per-direction sections and charts show, for a study whose cases hold
+    # several (the others get tables of their own); None: every case.  The summary, targets
+    # and losses always cover every case.
+    op: str | None = None
+    rates: tuple[str, ...] = (BANDWIDTH,)  # beside each time in the speed tables, in order
     charts: tuple[ChartSpec, ...] = ()
     targets: tuple[Target, ...] = ()
     evidence: tuple[Evidence, ...] = ()
@@ -272,19 +328,33 @@ class StudyView:
         """Every case in force where ours has a time."""
         return [c for c in self.results.cases.values() if c.get(self.ours) is not None]
 
+    def where(self, **params: Any) -> list[CaseResult]:
+        """The cases of the spec's operator (every case where it names none) with ``params``."""
+        return self.results.where(**params, **({} if self.spec.op is None else {"op": self.spec.op}))
+
+    def find(self, **params: Any) -> CaseResult | None:
+        found = self.where(**params)
+        return found[0] if found else None
+
     def directions(self) -> list[str]:
         """The directions the data hold, forward first."""
-        found = {str(c.params["direction"]) for c in self.results.cases.values()}
+        found = {str(c.params["direction"]) for c in self.where()}
         return _ordered(found, tuple(DIRECTION_TITLES))
 
     def dtypes(self) -> list[str]:
-        found = {str(c.params["dtype"]) for c in self.results.cases.values()}
+        found = {str(c.params["dtype"]) for c in self.where()}
         return _ordered(found, DTYPE_ORDER)
 
-    def shapes(self, direction: str, dtype: str) -> list[tuple[int, int]]:
-        """(rows, cols) of every case of ``direction`` and ``dtype``, narrowest rows first."""
-        seen = {(c.params["rows"], c.params["cols"]) for c in self.results.where(direction=direction, dtype=dtype)}
-        return sorted(seen, key=lambda rc: (rc[1], rc[0]))
+    def shapes(self, direction: str, dtype: str) -> list[dict[str, int]]:
+        """The shape parameters of every case of ``direction`` and ``dtype`` (rows and cols,
+        and any further ones the registry names), narrowest rows first."""
+        names = studies.shape(self.study)
+        seen = {
+            tuple((p, c.params[p]) for p in names if p in c.params)
+            for c in self.where(direction=direction, dtype=dtype)
+        }
+        found = [dict(dims) for dims in seen]
+        return sorted(found, key=lambda d: (d.get("cols", 0), d.get("rows", 0), tuple(d.values())))
 
 
 def _ordered(found: set[str], order: tuple[str, ...]) -> list[str]:

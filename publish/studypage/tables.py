@@ -14,9 +14,10 @@ from typing import Any
 
 from markupsafe import Markup
 
+from contract import studies
 from publish.claims import sentence
 from publish.numbers import Num
-from publish.results import CaseResult
+from publish.results import CaseResult, Measurement
 from publish.studypage.common import (
     DEVICE_TIME,
     EAGER_CALL,
@@ -27,7 +28,17 @@ from publish.studypage.common import (
     slug,
     time_or_why,
 )
-from publish.studypage.spec import DIRECTION_TITLES, EAGER, EAGER_TIMES, L2_MODES, SPEED, TIMES, StudyView
+from publish.studypage.spec import (
+    BANDWIDTH,
+    DIRECTION_TITLES,
+    EAGER,
+    EAGER_TIMES,
+    L2_MODES,
+    SPEED,
+    THROUGHPUT,
+    TIMES,
+    StudyView,
+)
 from publish.tables import Column, Table, Text
 
 
@@ -38,11 +49,51 @@ def _title(direction: str, dtype: str) -> str:
 def _cases(view: StudyView, direction: str, dtype: str) -> list[CaseResult]:
     """The cases of one direction and dtype, by shape, each L2 mode in turn."""
     out = []
-    for rows, width in view.shapes(direction, dtype):
+    for dims in view.shapes(direction, dtype):
         for l2 in L2_MODES:
-            c = view.results.find(direction=direction, dtype=dtype, rows=rows, cols=width, l2=l2)
+            c = view.find(direction=direction, dtype=dtype, l2=l2, **dims)
             if c is not None:
                 out.append(c)
+    return out
+
+
+def present(view: StudyView, cases: list[CaseResult]) -> list[str]:
+    """The peers these cases offered (a peer of another operator has no column here)."""
+    return [p for p in view.peers if any(p in c.variants for c in cases)]
+
+
+def _shape_help(view: StudyView) -> str:
+    names = studies.shape(view.study)
+    return "M × N × K: C[M, N] = A[M, K] · B[K, N]" if names == ("rows", "cols", "k") else "rows × width"
+
+
+def rate_columns(view: StudyView) -> list[Column]:
+    """The rates the spec shows beside our time: bandwidth and share of the copy, and/or
+    TFLOP/s and share of the bf16 matrix rate, each measured in the same run."""
+    out = []
+    for rate in view.spec.rates:
+        if rate == BANDWIDTH:
+            out += [
+                Column("gbps", "GB/s", "bytes counted from the problem / median device time"),
+                Column("pct", "% copy", "of the device-copy bandwidth measured in the same run"),
+            ]
+        elif rate == THROUGHPUT:
+            out += [
+                Column("tflops", "TFLOP/s", "flops counted from the problem / median device time"),
+                Column("pct_mm", "% mm peak", "of the cuBLAS bf16 matrix rate measured in the same run"),
+            ]
+    return out
+
+
+def rate_cells(view: StudyView, ours: Measurement) -> dict[str, Num]:
+    out: dict[str, Num] = {}
+    for rate in view.spec.rates:
+        if rate == BANDWIDTH:
+            gbps = ours.gbps()
+            out |= {"gbps": Num(gbps.value, "GBps_bare", gbps.sources, gbps.note), "pct": ours.pct_copy()}
+        elif rate == THROUGHPUT and ours.flops > 0:
+            t = ours.tflops()
+            out |= {"tflops": Num(t.value, "TFLOPs_bare", t.sources, t.note), "pct_mm": ours.pct_mm()}
     return out
 
 
@@ -54,16 +105,16 @@ def speed_table(view: StudyView, direction: str, dtype: str) -> Table | None:
     cases = _cases(view, direction, dtype)
     if not cases:
         return None
+    peers = present(view, cases)
     cols = [
-        Column("shape", "Shape", "rows × width", numeric=False),
+        Column("shape", "Shape", _shape_help(view), numeric=False),
         Column("l2", "L2", "cold: inputs come from DRAM; warm: the same buffers every call", numeric=False),
         Column("ours", "Ours (µs)", f"median time of our kernel: {DEVICE_TIME}"),
         Column("ours_eager", "Ours, eager call (µs)", f"median of our {EAGER_CALL}: a different measurement"),
-        Column("gbps", "GB/s", "bytes counted from the problem / median device time"),
-        Column("pct", "% copy", "of the device-copy bandwidth measured in the same run"),
+        *rate_columns(view),
     ] + [
         Column(p, f"vs {label}", f"{label} time / our time, {DEVICE_TIME}: above 1.00× we are faster")
-        for p, label in ((p, view.label(p)) for p in view.peers)
+        for p, label in ((p, view.label(p)) for p in peers)
     ]
     table = Table(
         f"{view.study}-{slug(direction)}-{dtype}",
@@ -76,14 +127,9 @@ def speed_table(view: StudyView, direction: str, dtype: str) -> Table | None:
         if ours is None:
             row["ours"] = refusal(c, view.ours)
         else:
-            gbps = ours.gbps()
-            row |= {
-                "ours": bare(ours.time()),
-                "gbps": Num(gbps.value, "GBps_bare", gbps.sources, gbps.note),
-                "pct": ours.pct_copy(),
-            }
+            row |= {"ours": bare(ours.time()), **rate_cells(view, ours)}
         row["ours_eager"] = time_or_why(c.eager(), view.ours)
-        for peer in view.peers:
+        for peer in peers:
             row[peer] = c.speedup(view.ours, peer) or refusal(c, peer)
         table.rows.append(row)
     return table
@@ -95,14 +141,15 @@ def eager_table(view: StudyView, direction: str, dtype: str) -> Table | None:
     cases = _cases(view, direction, dtype)
     if not has_eager(view, cases):
         return None
+    peers = present(view, cases)
     cols = [
-        Column("shape", "Shape", "rows × width", numeric=False),
+        Column("shape", "Shape", _shape_help(view), numeric=False),
         Column("l2", "L2", numeric=False),
         Column("ours", "Ours, eager call (µs)", f"median of our {EAGER_CALL}"),
         Column("device", "Ours, device (µs)", f"median of our {DEVICE_TIME}, for reference"),
     ] + [
         Column(p, f"vs {label}", f"{label}'s eager call / ours ({EAGER_CALL}): above 1.00× ours is faster")
-        for p, label in ((p, view.label(p)) for p in view.peers)
+        for p, label in ((p, view.label(p)) for p in peers)
     ]
     table = Table(
         f"{view.study}-{slug(direction)}-{dtype}-eager",
@@ -117,7 +164,7 @@ def eager_table(view: StudyView, direction: str, dtype: str) -> Table | None:
             "ours": time_or_why(e, view.ours),
             "device": time_or_why(c, view.ours),
         }
-        for peer in view.peers:
+        for peer in peers:
             row[peer] = e.speedup(view.ours, peer) or refusal(e, peer)
         table.rows.append(row)
     return table
@@ -193,7 +240,7 @@ def summary_table(view: StudyView) -> Table:
 
 def section_line(view: StudyView, direction: str, dtype: str) -> Markup:
     """What a collapsed section holds, in one line: its cases, and where ours lost."""
-    cases = [c for c in view.results.where(direction=direction, dtype=dtype) if c.get(view.ours) is not None]
+    cases = [c for c in view.where(direction=direction, dtype=dtype) if c.get(view.ours) is not None]
     lost = [c for c in cases if any(view.outcome(c, p) == "loss" for p in view.peers)]
     eager = [c for c in cases if any(view.outcome(c.eager(), p) == "loss" for p in view.peers)]
     text = sentence(

@@ -1,0 +1,109 @@
+"""The GEMM study (bench/studies/matmul.py, issue 9) on CPU: which variants each case offers,
+the counted work, and the harness checking our kernel (through the Triton interpreter) and
+cuBLAS's stand-in against float64 on tiny odd shapes, every record a valid run-file entry."""
+
+from __future__ import annotations
+
+import pytest
+import synthruns
+import torch
+
+from bench import harness
+from bench.backends import HostBackend
+from bench.studies import matmul as mm
+from contract.schema import validate_run
+
+STUDY = mm.STUDY
+
+
+def _case(m: int, n: int, k: int, *, op: str = "mm", direction: str = "fwd", dtype: str = "bf16") -> dict:
+    return {"op": op, "direction": direction, "dtype": dtype, "rows": m, "cols": n, "k": k}
+
+
+def _names(case: dict) -> list[str]:
+    return [v.name for v in STUDY.variants(case)]
+
+
+def test_variants_each_case_offers() -> None:
+    big = _names(_case(4096, 4096, 4096))
+    assert big[:5] == ["triton", "triton-fixed", "triton-autotuned", "triton-persistent", "triton-group1"]
+    assert "triton-split-k" not in big and big[-2:] == ["cublas", "compile"]
+    assert {"triton-group4", "triton-group8"} <= set(big)
+    decode = _names(_case(16, 4096, 14336))
+    assert "triton-split-k" in decode and "triton-group1" not in decode  # grouping: 4096³ and 8192³ only
+    assert "triton-group1" not in _names(_case(4096, 4096, 4096, dtype="fp16"))
+    assert _names(_case(4096, 4096, 4096, direction="fwd+bwd")) == ["triton", "cublas", "compile"]
+    gelu = _names(_case(8192, 8192, 8192, op="mm_bias_gelu"))
+    assert gelu[-3:] == ["cublas-bias-gelu", "cublaslt-bias-gelu", "compile-bias-gelu"]
+    assert "triton-split-k" not in gelu and "triton-group1" not in gelu
+    # The study's cases: every size the issue names, ids unique, the registry's params held.
+    cases = STUDY.cases(False)
+    shapes = {(c["rows"], c["cols"], c["k"]) for c in cases if c["op"] == "mm" and c["dtype"] == "bf16"}
+    assert set(mm.SHAPES) | set(mm.DECODE) <= shapes
+    assert {(1, 4096, 4096), (128, 4096, 14336), (16384, 1024, 1024), (8192, 5120, 13824)} <= shapes
+    assert {c["dtype"] for c in cases} == {"bf16", "fp16", "tf32", "fp32"}
+    assert {c["op"] for c in cases} == {"mm", "mm_bias", "mm_bias_gelu", "mm_residual"}
+
+
+def test_counted_work_is_the_problem() -> None:
+    assert STUDY.traffic(_case(4, 5, 6)) == ((4 * 6 + 6 * 5 + 4 * 5) * 2, 2 * 4 * 5 * 6)
+    assert STUDY.traffic(_case(4, 5, 6, dtype="tf32"))[0] == (4 * 6 + 6 * 5 + 4 * 5) * 4
+    step = STUDY.traffic(_case(4, 5, 6, direction="fwd+bwd"))
+    assert step == (2 * (4 * 6 + 6 * 5 + 4 * 5) * 2, 6 * 4 * 5 * 6)  # + dC read, dA and dB written
+    assert STUDY.traffic(_case(4, 5, 6, op="mm_bias"))[0] == (4 * 6 + 6 * 5 + 4 * 5 + 5) * 2
+    assert STUDY.traffic(_case(4, 5, 6, op="mm_residual"))[0] == (4 * 6 + 6 * 5 + 2 * 4 * 5) * 2
+    assert STUDY.case_id(_case(1, 4096, 14336)) == "fwd/bf16/1x4096x14336"
+    assert STUDY.case_id(_case(8, 8, 8, op="mm_bias_gelu")) == "mm_bias_gelu/fwd/bf16/8x8x8"
+
+
+class _Cheap:
+    """The study without torch.compile and cuBLASLt (GPU business)."""
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(STUDY, name)
+
+    def variants(self, case: dict) -> list:
+        return [v for v in STUDY.variants(case) if not v.name.startswith(("compile", "cublaslt"))]
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        _case(5, 7, 9),
+        _case(3, 33, 65, dtype="fp16"),
+        _case(6, 5, 17, dtype="fp32"),
+        _case(5, 7, 9, direction="fwd+bwd"),
+        _case(5, 7, 9, op="mm_bias_gelu"),
+        _case(5, 7, 9, op="mm_residual"),
+    ],
+    ids=lambda c: STUDY.case_id(c),
+)
+def test_harness_checks_ours_and_cublas_on_tiny_shapes(case) -> None:
+    pytest.importorskip("kernels.matmul")
+    (entry,) = harness.measure_case(_Cheap(), case, 0, HostBackend(), harness.Options(rounds=2, l2_modes=("warm",)))
+    assert (entry["bytes"], entry["flops"]) == STUDY.traffic(case)
+    outputs = 3 if case["direction"] == "fwd+bwd" else 1
+    for name, v in entry["variants"].items():
+        assert v["error"] is None, (name, v["error"])
+        assert v["check"]["passed"] and len(v["check"]["rel_l2"]) == outputs, name
+    ours = entry["variants"]["triton"]["meta"]
+    assert ours["variant"] == "default dispatch" and ours["evidence"].startswith("no GPU")
+    cublas = next(v for n, v in entry["variants"].items() if n.startswith("cublas"))["meta"]
+    assert isinstance(cublas["allow_bf16_reduced_precision_reduction"], bool)
+    doc = synthruns.document("matmul", "matmul-20261201T000000Z-aaaaaaa", "2026-12-01T00:00:00Z", [entry],
+                             eager=True, version=4, timer="host-clock")  # fmt: skip
+    validate_run(doc, "test", allow_host_timer=True)
+
+
+def test_reference_is_float64_of_each_epilogue() -> None:
+    gen = torch.Generator().manual_seed(0)
+    case = _case(3, 4, 5, op="mm_bias_gelu")
+    t = STUDY.inputs(case, torch.device("cpu"), gen)
+    (ref,) = STUDY.reference(case, t)
+    z = t["a"].double() @ t["b"].double() + t["bias"].double()
+    assert torch.allclose(ref, torch.nn.functional.gelu(z, approximate="tanh"), rtol=1e-12, atol=1e-12)
+    step = _case(3, 4, 5, direction="fwd+bwd")
+    t = STUDY.inputs(step, torch.device("cpu"), gen)
+    c, da, db = STUDY.reference(step, t)
+    a, b, dc = (t[x].detach().double() for x in ("a", "b", "dc"))
+    assert torch.allclose(da, dc @ b.T) and torch.allclose(db, a.T @ dc) and c.dtype == torch.float64
