@@ -7,7 +7,10 @@
 #
 # Stages: tests (pytest -m gpu), probe (notes/probe_resident.py), sweep / sweep-quick (softmax study),
 # rmsnorm / rmsnorm-quick, rowsum / rowsum-quick (row sum and vector add), grid / grid-quick (row-plan
-# grid: softmax's and RMSNorm's cells; grid-rmsnorm: RMSNorm's alone), dispatch / dispatch-quick.  Wheels: Liger-Kernel in .whl/; QuACK's halves in .quack1/
+# grid: softmax's and RMSNorm's cells; grid-rmsnorm: RMSNorm's alone), dispatch / dispatch-quick,
+# matmul / matmul-quick (GEMM; LAB_MATMUL_S its time limit, LAB_MATMUL_ONLY=text runs only the case ids
+# holding it, e.g. "fwd/bf16" or "mm_bias": torch.compile max-autotune compiles every case afresh, so a full
+# sweep may take several calls).  Wheels: Liger-Kernel in .whl/; QuACK's halves in .quack1/
 # (copied to /tmp/quack, which lives as long as the machine) and .quack2/ (reassembled and
 # installed; ../shared/device/quack-prepare.sh explains).  Where the working tree plus .quack1
 # pass the 64 MiB a call carries, .quack1's small wheels and cu13.name move to .quack0/, carried
@@ -50,6 +53,8 @@ for s in "${list[@]}"; do
     grid-quick) bench 120 rowgrid --quick ;;
     grid) bench ${LAB_GRID_S:-520} rowgrid ;;
     grid-rmsnorm) bench ${LAB_GRID_S:-280} rowgrid --only rmsnorm ;;
+    matmul-quick) bench ${LAB_MATMUL_S:-240} matmul --quick ;;
+    matmul) bench ${LAB_MATMUL_S:-540} matmul ${LAB_MATMUL_ONLY:+--only "$LAB_MATMUL_ONLY"} ;;
     dispatch-quick) bench 90 dispatch --quick ;;
     dispatch) bench 110 dispatch ;;
     probe) timeout ${LAB_PROBE_S:-200} python3 notes/probe_resident.py 2>&1 | tee "$out/probe-resident.log" | tail -80 ;;
