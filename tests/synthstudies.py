@@ -234,7 +234,7 @@ def matmul_times(name: str, case: dict[str, Any], flops: int, nbytes: int) -> tu
 
 def _mm_meta(name: str, case: dict[str, Any]) -> dict[str, Any]:
     if name.startswith("cublas"):
-        return CUBLAS_META
+        return CUBLAS_META | ({"allow_tf32": case["dtype"] == "tf32"} if case["dtype"] in ("tf32", "fp32") else {})
     if name.startswith("compile"):
         return {"entry": "torch.mm", "mode": "max-autotune", "fullgraph": True, "dynamic": False}
     base = {"variant": name.removeprefix("triton-") if name != "triton" else "default dispatch"}

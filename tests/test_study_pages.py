@@ -201,6 +201,8 @@ def test_matmul_page_states_targets_rates_and_evidence(mm_site) -> None:
     words = _words(html)
     assert "mm_bias_gelu 8192×8192×8192 bf16 forward faster than torch.addmm, then F.gelu(tanh)" in words
     assert "allow_bf16_reduced_precision_reduction = True" in words  # cuBLAS's setting, as the run recorded it
+    assert "allow_tf32 = True (the setting in force for its tf32 cases)" in words
+    assert "allow_tf32 = False (the setting in force for its fp32 cases)" in words
     for chart in ("matmul-fwd-speedup", "matmul-fwd-tflops-cold", "matmul-fwdbwd-tflops-cold"):
         assert f'id="{chart}"' in html
 

@@ -298,12 +298,21 @@ def _ours_meta(forced: str | None, group_m: int | None = None) -> Callable[[Para
     return meta
 
 
+def _flags_for(case: Params) -> dict[str, Any]:
+    """The settings a peer's calls run under in this case: as in force, except TF32, which
+    every call of an fp32 case sets (on for dtype tf32, off for IEEE fp32)."""
+    out = _matmul_flags()
+    if case["dtype"] in PRECISION:
+        out["allow_tf32"] = case["dtype"] == "tf32"
+    return out
+
+
 def _cublas_meta(entry: str) -> Callable[[Params], dict[str, Any]]:
-    return lambda case: {"entry": entry, **_matmul_flags()}
+    return lambda case: {"entry": entry, **_flags_for(case)}
 
 
 def _compile_meta(entry: str) -> Callable[[Params], dict[str, Any]]:
-    return lambda case: {"entry": entry, "mode": COMPILE_MODE, "fullgraph": True, "dynamic": False, **_matmul_flags()}
+    return lambda case: {"entry": entry, "mode": COMPILE_MODE, "fullgraph": True, "dynamic": False, **_flags_for(case)}
 
 
 # ----------------------------------------------------------------------------- the study

@@ -292,14 +292,16 @@ def decode_table(view: StudyView) -> Table | None:
 
 
 def settings(view: StudyView) -> list[Any]:
-    """The cuBLAS settings the runs recorded (reduced-precision reductions, TF32), as stored."""
+    """The cuBLAS settings the runs recorded (reduced-precision reductions for bf16 and fp16,
+    TF32 for fp32 tensors), as stored: one line per run, setting and value."""
     out = []
     seen: set[tuple[str, str, str]] = set()
     for c in sorted(view.results.cases.values(), key=_order):
         m = c.variants.get("cublas")
-        if m is None or c.params["dtype"] not in ("bf16", "fp16"):
+        if m is None:
             continue
-        key = f"allow_{c.params['dtype']}_reduced_precision_reduction"
+        dtype = c.params["dtype"]
+        key = f"allow_{dtype}_reduced_precision_reduction" if dtype in ("bf16", "fp16") else "allow_tf32"
         value = m.meta.get(key)
         if value is None or (c.run.run_id, key, str(value)) in seen:
             continue
