@@ -165,6 +165,8 @@ def forward_rows(
     outside ``[0, width)`` picks no column.  ``plan``: a kind to force, a whole
     :class:`RowPlan`, or ``None``.  Returns the plan used."""
     arg = _arg(softcap, label_smoothing, x2d.shape[1])
+    if target.shape[0] > 1 and target.stride(0) != 1:
+        target = target.contiguous()  # the kernels read target[row] at a unit stride
     if grad2d is None:
         op, call, out = LOSS_ONLY, _LOSS_CALL, x2d
         extras = RowExtras(rstat=loss_rows, index=target, arg=arg)

@@ -302,6 +302,14 @@ def test_one_and_many_dimensional_inputs() -> None:
     run_and_check(x, t, torch.float32, "kd", reduction="mean", softcap=3.0)
 
 
+def test_strided_target_and_rows() -> None:
+    x = logits((6, 2 * 130), torch.float32, "strided")[:, ::2]  # a strided last dimension: copied
+    t = targets(12, 130, "strided")[::2]
+    run_and_check(x, t, torch.float32, "strided", reduction="none", label_smoothing=0.1)
+    rows = logits((6, 160), torch.float32, "padded")[:, :130]  # padded rows: used in place of a copy
+    run_and_check(rows, t, torch.float32, "padded", reduction="mean", inplace=True)
+
+
 def test_target_out_of_range_gives_nan_rows() -> None:
     x = logits((3, 20), torch.float32, "oor").requires_grad_()
     t = torch.tensor([2, 20, -5])
