@@ -110,9 +110,17 @@ def _triton_present(cases: list[CaseResult]) -> list[str]:
 
 
 def _title(c: CaseResult) -> str:
+    """ "Forward, bf16, 8192×8192×8192" (then the epilogue: ", with bias and GELU")."""
     op = c.params.get("op", "mm")
-    head = "" if op == "mm" else f"{OPS.get(op, op)}, "
-    return f"{head}{DIRECTION_TITLES.get(c.params['direction'], c.params['direction'])}, {c.params['dtype']}, {c.shape}"
+    tail = "" if op == "mm" else f", {OPS.get(op, op)}"
+    return f"{DIRECTION_TITLES.get(c.params['direction'], c.params['direction'])}, {c.params['dtype']}, {c.shape}{tail}"
+
+
+def _short(c: CaseResult) -> str:
+    """ "bf16 8192×8192×8192" (then "step" for a training step, the epilogue's name): for wide tables."""
+    op = c.params.get("op", "mm")
+    parts = [c.params["dtype"], c.shape] + (["step"] if c.params["direction"] == "fwd+bwd" else [])
+    return " ".join(parts + ([] if op == "mm" else [op.removeprefix("mm_")]))
 
 
 def _order(c: CaseResult) -> tuple[Any, ...]:
@@ -132,16 +140,16 @@ def evidence_table(view: StudyView) -> Table | None:
     cols = [
         Column("case", "Case", numeric=False),
         Column("variant", "Variant", numeric=False),
-        Column("time", "Median (µs)", f"{DEVICE_TIME}, cold L2"),
+        Column("time", "µs", f"{DEVICE_TIME}, cold L2"),
         Column("tflops", "TFLOP/s", "flops counted from the problem / median device time"),
-        Column("regs", "Registers", "per thread, the largest of the call's kernels"),
+        Column("regs", "Regs", "per thread, the largest of the call's kernels"),
         Column("spills", "Spills", "registers spilled to local memory, all kernels of the call"),
-        Column("smem", "Shared (B)", "shared memory per program, the largest of the call's kernels"),
+        Column("smem", "Smem (B)", "shared memory per program, the largest of the call's kernels"),
         Column("hgmma", "HGMMA", "warpgroup matrix instructions (wgmma) in the SASS: Hopper's tensor-core path"),
         Column("hmma", "HMMA", "warp-level matrix instructions (mma.sync) in the SASS: the pre-Hopper path"),
         Column("tma", "TMA", "tensor-memory-accelerator copies (UTMALDG, UTMASTG) in the SASS"),
         Column("cp_async", "cp.async", "LDGSTS copies in the SASS"),
-        Column("path", "Matrix path", numeric=False),
+        Column("path", "Path", "which matrix instruction the code uses", numeric=False),
     ]
     table = Table(
         "matmul-evidence",
@@ -151,7 +159,7 @@ def evidence_table(view: StudyView) -> Table | None:
     )
     for c, v in rows:
         m = c.get(v)
-        row: dict[str, Any] = {"case": _title(c), "variant": Text(view.label(v)), "time": time_or_why(c, v)}
+        row: dict[str, Any] = {"case": _short(c), "variant": Text(view.label(v)), "time": time_or_why(c, v)}
         if m is not None and m.flops > 0:
             t = m.tflops()
             row["tflops"] = Num(t.value, "TFLOPs_bare", t.sources, t.note)
