@@ -159,14 +159,26 @@ def _grouped(tile, num_m, num_n, GROUP_M: tl.constexpr):
 @triton.jit
 def _mainloop(
     a_ptr, b_ptr, pid_m, pid_n, M, N, K, k_start, k_tiles, s_am, s_ak, s_bk, s_bn,
-    A_LAYOUT: tl.constexpr, B_LAYOUT: tl.constexpr, EVEN_K: tl.constexpr, PRECISION: tl.constexpr,
+    A_LAYOUT: tl.constexpr, B_LAYOUT: tl.constexpr, A_VEC: tl.constexpr, B_VEC: tl.constexpr,
+    M_VEC: tl.constexpr, N_VEC: tl.constexpr, EVEN_K: tl.constexpr, PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
     # fp32 accumulator of one output tile over k_tiles blocks of K from k_start.  Rows past M
-    # and columns past N wrap around (% M, % N): every load is in bounds without a mask (so it
-    # vectorizes), and the wrapped rows are never stored.  Only the K tail is masked.
+    # and columns past N wrap around (% M, % N): every load is in bounds without a mask, and
+    # the wrapped rows are never stored.  Only the K tail is masked.  The hints: the strided
+    # dimension's stride is a multiple of 16 bytes (A_VEC, B_VEC), and where M (N) is the
+    # contiguous dimension and a multiple of VEC (M_VEC, N_VEC) a wrapped index vector is still
+    # contiguous in aligned runs of VEC (a wrap falls on a multiple of M): 16-byte loads.
+    s_am = _hint(s_am, A_VEC) if A_LAYOUT == 1 else s_am
+    s_ak = _hint(s_ak, A_VEC) if A_LAYOUT == 2 else s_ak
+    s_bk = _hint(s_bk, B_VEC) if B_LAYOUT == 1 else s_bk
+    s_bn = _hint(s_bn, B_VEC) if B_LAYOUT == 2 else s_bn
     rm = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
     rn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+    if A_LAYOUT == 2 and M_VEC > 1:
+        rm = tl.max_contiguous(tl.multiple_of(rm, M_VEC), M_VEC)
+    if B_LAYOUT == 1 and N_VEC > 1:
+        rn = tl.max_contiguous(tl.multiple_of(rn, N_VEC), N_VEC)
     rk = tl.arange(0, BLOCK_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for i in range(0, k_tiles):
@@ -186,15 +198,19 @@ def _mainloop(
 @triton.jit
 def _finish(
     acc, rm, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
-    EPILOGUE: tl.constexpr, STORE_PRE: tl.constexpr, R_LAYOUT: tl.constexpr, C_VEC: tl.constexpr,
+    EPILOGUE: tl.constexpr, STORE_PRE: tl.constexpr, R_LAYOUT: tl.constexpr, R_VEC: tl.constexpr,
+    C_VEC: tl.constexpr,
 ):  # fmt: skip
     # The epilogue on the fp32 tile, then the one store of c (and of the pre-activation z for
-    # the backward of bias_gelu).  c and z are ours: contiguous [M, N] with row stride s_cm.
-    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    # the backward of bias_gelu).  c and z are ours: contiguous [M, N], row stride s_cm = N;
+    # with N a multiple of VEC (C_VEC) the column mask is constant over aligned runs of VEC and
+    # the stores stay 16-byte vectors.
+    mask = (rm[:, None] < M) & (rn[None, :] < _hint(N, C_VEC))
     if EPILOGUE == 1 or EPILOGUE == 2:
         bias = tl.load(bias_ptr + rn * s_bias, mask=rn < N, other=0.0).to(tl.float32)
         acc = acc + bias[None, :]
     if EPILOGUE == 3:
+        s_rm = _hint(s_rm, R_VEC) if R_LAYOUT == 1 else s_rm
         res = tl.load(res_ptr + _offsets(rm, rn, s_rm, s_rn, R_LAYOUT), mask=mask, other=0.0)
         acc = acc + res.to(tl.float32)
     c_off = rm[:, None] * _hint(s_cm, C_VEC) + rn[None, :]
@@ -205,30 +221,29 @@ def _finish(
     tl.store(c_ptr + c_off, acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 
+# The compile-time description of one problem, in every GEMM kernel's signature: operand
+# layouts (_GENERAL/_INNER/_OUTER) and their 16-byte hints, the epilogue, the dot precision.
 @triton.jit(do_not_specialize=["M", "N", "K", "s_am", "s_ak", "s_bk", "s_bn", "s_cm", "s_bias", "s_rm", "s_rn"])
 def _mm_fixed_kernel(
     a_ptr, b_ptr, c_ptr, pre_ptr, bias_ptr, res_ptr, M: tl.int64, N: tl.int64, K: tl.int64,
     s_am: tl.int64, s_ak: tl.int64, s_bk: tl.int64, s_bn: tl.int64, s_cm: tl.int64, s_bias: tl.int64,
     s_rm: tl.int64, s_rn: tl.int64,
     A_LAYOUT: tl.constexpr, B_LAYOUT: tl.constexpr, R_LAYOUT: tl.constexpr, A_VEC: tl.constexpr,
-    B_VEC: tl.constexpr, C_VEC: tl.constexpr, EVEN_K: tl.constexpr, EPILOGUE: tl.constexpr,
-    STORE_PRE: tl.constexpr, PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    B_VEC: tl.constexpr, M_VEC: tl.constexpr, C_VEC: tl.constexpr, R_VEC: tl.constexpr, EVEN_K: tl.constexpr,
+    EPILOGUE: tl.constexpr, STORE_PRE: tl.constexpr, PRECISION: tl.constexpr, BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
 ):  # fmt: skip
     """One program per output tile, grouped order; M, N, K and every stride runtime."""
     num_m = tl.cdiv(M, BLOCK_M)
     num_n = tl.cdiv(N, BLOCK_N)
     pid_m, pid_n = _grouped(tl.program_id(0).to(tl.int64), num_m, num_n, GROUP_M)
-    s_am = _hint(s_am, A_VEC) if A_LAYOUT == 1 else s_am
-    s_ak = _hint(s_ak, A_VEC) if A_LAYOUT == 2 else s_ak
-    s_bk = _hint(s_bk, B_VEC) if B_LAYOUT == 1 else s_bk
-    s_bn = _hint(s_bn, B_VEC) if B_LAYOUT == 2 else s_bn
     acc = _mainloop(a_ptr, b_ptr, pid_m, pid_n, M, N, K, 0, tl.cdiv(K, BLOCK_K), s_am, s_ak, s_bk, s_bn,
-                    A_LAYOUT, B_LAYOUT, EVEN_K, PRECISION, BLOCK_M, BLOCK_N, BLOCK_K)  # fmt: skip
+                    A_LAYOUT, B_LAYOUT, A_VEC, B_VEC, M_VEC, C_VEC, EVEN_K, PRECISION,
+                    BLOCK_M, BLOCK_N, BLOCK_K)  # fmt: skip
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     _finish(acc, rm, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
-            EPILOGUE, STORE_PRE, R_LAYOUT, C_VEC)  # fmt: skip
+            EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["M", "m_bucket", "s_am", "s_ak", "s_bk", "s_bn", "s_cm", "s_bias", "s_rm", "s_rn"])
@@ -237,25 +252,22 @@ def _mm_tuned_body(
     s_am: tl.int64, s_ak: tl.int64, s_bk: tl.int64, s_bn: tl.int64, s_cm: tl.int64, s_bias: tl.int64,
     s_rm: tl.int64, s_rn: tl.int64,
     N: tl.constexpr, K: tl.constexpr, A_LAYOUT: tl.constexpr, B_LAYOUT: tl.constexpr, R_LAYOUT: tl.constexpr,
-    A_VEC: tl.constexpr, B_VEC: tl.constexpr, C_VEC: tl.constexpr, EPILOGUE: tl.constexpr,
-    STORE_PRE: tl.constexpr, PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    A_VEC: tl.constexpr, B_VEC: tl.constexpr, M_VEC: tl.constexpr, C_VEC: tl.constexpr, R_VEC: tl.constexpr,
+    EPILOGUE: tl.constexpr, STORE_PRE: tl.constexpr, PRECISION: tl.constexpr, BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
 ):  # fmt: skip
     """The fixed kernel's body with N and K compile-time (per weight shape); ``m_bucket`` (the
     power-of-two bucket of M) is only the autotuner's key."""
     num_m = tl.cdiv(M, BLOCK_M)
     num_n = tl.cdiv(N, BLOCK_N)
     pid_m, pid_n = _grouped(tl.program_id(0).to(tl.int64), num_m, num_n, GROUP_M)
-    s_am = _hint(s_am, A_VEC) if A_LAYOUT == 1 else s_am
-    s_ak = _hint(s_ak, A_VEC) if A_LAYOUT == 2 else s_ak
-    s_bk = _hint(s_bk, B_VEC) if B_LAYOUT == 1 else s_bk
-    s_bn = _hint(s_bn, B_VEC) if B_LAYOUT == 2 else s_bn
     acc = _mainloop(a_ptr, b_ptr, pid_m, pid_n, M, N, K, 0, tl.cdiv(K, BLOCK_K), s_am, s_ak, s_bk, s_bn,
-                    A_LAYOUT, B_LAYOUT, K % BLOCK_K == 0, PRECISION, BLOCK_M, BLOCK_N, BLOCK_K)  # fmt: skip
+                    A_LAYOUT, B_LAYOUT, A_VEC, B_VEC, M_VEC, C_VEC, K % BLOCK_K == 0, PRECISION,
+                    BLOCK_M, BLOCK_N, BLOCK_K)  # fmt: skip
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     _finish(acc, rm, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
-            EPILOGUE, STORE_PRE, R_LAYOUT, C_VEC)  # fmt: skip
+            EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["M", "N", "K", "s_am", "s_ak", "s_bk", "s_bn", "s_cm", "s_bias", "s_rm", "s_rn"])
@@ -264,51 +276,52 @@ def _mm_persistent_kernel(
     s_am: tl.int64, s_ak: tl.int64, s_bk: tl.int64, s_bn: tl.int64, s_cm: tl.int64, s_bias: tl.int64,
     s_rm: tl.int64, s_rn: tl.int64,
     A_LAYOUT: tl.constexpr, B_LAYOUT: tl.constexpr, R_LAYOUT: tl.constexpr, A_VEC: tl.constexpr,
-    B_VEC: tl.constexpr, C_VEC: tl.constexpr, EVEN_K: tl.constexpr, EPILOGUE: tl.constexpr,
-    STORE_PRE: tl.constexpr, PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, USE_TMA: tl.constexpr,
+    B_VEC: tl.constexpr, M_VEC: tl.constexpr, C_VEC: tl.constexpr, R_VEC: tl.constexpr, EVEN_K: tl.constexpr,
+    EPILOGUE: tl.constexpr, STORE_PRE: tl.constexpr, PRECISION: tl.constexpr, BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
+    USE_TMA: tl.constexpr,
 ):  # fmt: skip
     """One program per SM; program p computes tiles p, p + NUM_SMS, ... in grouped order.
 
     USE_TMA: a and b are read through device-side tensor descriptors (TMA; out-of-bounds
-    boxes are zero-filled by the hardware, so no masks and no wrap-around) and c is written
-    through one.  A transposed operand (its outer dimension contiguous, _OUTER) gets a
-    descriptor over its memory as it lies and the loaded tile is transposed in the dot."""
+    boxes are zero-filled by the hardware, so no masks and no wrap-around).  A transposed
+    operand (its outer dimension contiguous, _OUTER) gets a descriptor over its memory as it
+    lies, and the loaded tile is transposed in the dot.  The interpreter runs the descriptors
+    too (numpy); without USE_TMA (a layout TMA cannot read, or a GPU before Hopper) the same
+    loop loads through pointers.  Tile and K counters are 32-bit (descriptor coordinates
+    are; 2^31 tiles would be an output of 2^44 elements)."""
     num_m = tl.cdiv(M, BLOCK_M)
     num_n = tl.cdiv(N, BLOCK_N)
-    num_tiles = num_m * num_n
-    k_tiles = tl.cdiv(K, BLOCK_K)
+    num_tiles = (num_m * num_n).to(tl.int32)
+    k_tiles = tl.cdiv(K, BLOCK_K).to(tl.int32)
     if USE_TMA:
         if A_LAYOUT == 1:
-            a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M.to(tl.int32), K.to(tl.int32)],
-                                               strides=[s_am, 1], block_shape=[BLOCK_M, BLOCK_K])  # fmt: skip
+            a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[s_am, 1], block_shape=[BLOCK_M, BLOCK_K])
         else:
-            a_desc = tl.make_tensor_descriptor(a_ptr, shape=[K.to(tl.int32), M.to(tl.int32)],
-                                               strides=[s_ak, 1], block_shape=[BLOCK_K, BLOCK_M])  # fmt: skip
+            a_desc = tl.make_tensor_descriptor(a_ptr, shape=[K, M], strides=[s_ak, 1], block_shape=[BLOCK_K, BLOCK_M])
         if B_LAYOUT == 1:
-            b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K.to(tl.int32), N.to(tl.int32)],
-                                               strides=[s_bk, 1], block_shape=[BLOCK_K, BLOCK_N])  # fmt: skip
+            b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[s_bk, 1], block_shape=[BLOCK_K, BLOCK_N])
         else:
-            b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N.to(tl.int32), K.to(tl.int32)],
-                                               strides=[s_bn, 1], block_shape=[BLOCK_N, BLOCK_K])  # fmt: skip
-    for tile in tl.range(tl.program_id(0).to(tl.int64), num_tiles, NUM_SMS, flatten=True):
+            b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[s_bn, 1], block_shape=[BLOCK_N, BLOCK_K])
+    for tile in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=True):
         pid_m, pid_n = _grouped(tile, num_m, num_n, GROUP_M)
         if USE_TMA:
             om = (pid_m * BLOCK_M).to(tl.int32)
             on = (pid_n * BLOCK_N).to(tl.int32)
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            for ki in range(0, k_tiles.to(tl.int32)):  # descriptor coordinates are 32-bit
+            for ki in range(0, k_tiles):
                 ok = ki * BLOCK_K
                 a = a_desc.load([om, ok]) if A_LAYOUT == 1 else a_desc.load([ok, om]).T
                 b = b_desc.load([ok, on]) if B_LAYOUT == 1 else b_desc.load([on, ok]).T
                 acc = _dot(a, b, acc, PRECISION)
         else:
             acc = _mainloop(a_ptr, b_ptr, pid_m, pid_n, M, N, K, 0, k_tiles, s_am, s_ak, s_bk, s_bn,
-                            A_LAYOUT, B_LAYOUT, EVEN_K, PRECISION, BLOCK_M, BLOCK_N, BLOCK_K)  # fmt: skip
+                            A_LAYOUT, B_LAYOUT, A_VEC, B_VEC, M_VEC, C_VEC, EVEN_K, PRECISION,
+                            BLOCK_M, BLOCK_N, BLOCK_K)  # fmt: skip
         rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         _finish(acc, rm, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
-                EPILOGUE, STORE_PRE, R_LAYOUT, C_VEC)  # fmt: skip
+                EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["M", "N", "K", "k_per_split", "s_am", "s_ak", "s_bk", "s_bn"])
@@ -316,8 +329,8 @@ def _mm_split_kernel(
     a_ptr, b_ptr, ws_ptr, M: tl.int64, N: tl.int64, K: tl.int64, k_per_split: tl.int64,
     s_am: tl.int64, s_ak: tl.int64, s_bk: tl.int64, s_bn: tl.int64,
     A_LAYOUT: tl.constexpr, B_LAYOUT: tl.constexpr, A_VEC: tl.constexpr, B_VEC: tl.constexpr,
-    EVEN_K: tl.constexpr, PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    M_VEC: tl.constexpr, C_VEC: tl.constexpr, EVEN_K: tl.constexpr, PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
 ):  # fmt: skip
     """Program (tile, split) writes the fp32 partial of its K range [split·k_per_split, +k_per_split)
     (k_per_split a multiple of BLOCK_K, so only the last split meets the K tail) to ws[split]."""
@@ -325,38 +338,37 @@ def _mm_split_kernel(
     num_n = tl.cdiv(N, BLOCK_N)
     pid_m, pid_n = _grouped(tl.program_id(0).to(tl.int64), num_m, num_n, GROUP_M)
     split = tl.program_id(1).to(tl.int64)
-    k_start = split * k_per_split
+    k_start = split * _hint(k_per_split, BLOCK_K)
     k_tiles = tl.cdiv(tl.minimum(K - k_start, k_per_split), BLOCK_K)
-    s_am = _hint(s_am, A_VEC) if A_LAYOUT == 1 else s_am
-    s_ak = _hint(s_ak, A_VEC) if A_LAYOUT == 2 else s_ak
-    s_bk = _hint(s_bk, B_VEC) if B_LAYOUT == 1 else s_bk
-    s_bn = _hint(s_bn, B_VEC) if B_LAYOUT == 2 else s_bn
     acc = _mainloop(a_ptr, b_ptr, pid_m, pid_n, M, N, K, k_start, k_tiles, s_am, s_ak, s_bk, s_bn,
-                    A_LAYOUT, B_LAYOUT, EVEN_K, PRECISION, BLOCK_M, BLOCK_N, BLOCK_K)  # fmt: skip
+                    A_LAYOUT, B_LAYOUT, A_VEC, B_VEC, M_VEC, C_VEC, EVEN_K, PRECISION,
+                    BLOCK_M, BLOCK_N, BLOCK_K)  # fmt: skip
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    mask = (rm[:, None] < M) & (rn[None, :] < N)
-    tl.store(ws_ptr + split * M * N + rm[:, None] * N + rn[None, :], acc, mask=mask)
+    n = _hint(N, C_VEC)
+    mask = (rm[:, None] < M) & (rn[None, :] < n)
+    tl.store(ws_ptr + split * M * n + rm[:, None] * n + rn[None, :], acc, mask=mask)
 
 
 @triton.jit(do_not_specialize=["M", "N", "splits", "s_cm", "s_bias", "s_rm", "s_rn"])
 def _mm_split_reduce_kernel(
     ws_ptr, c_ptr, pre_ptr, bias_ptr, res_ptr, M: tl.int64, N: tl.int64, splits: tl.int64, s_cm: tl.int64,
     s_bias: tl.int64, s_rm: tl.int64, s_rn: tl.int64,
-    R_LAYOUT: tl.constexpr, C_VEC: tl.constexpr, EPILOGUE: tl.constexpr, STORE_PRE: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    R_LAYOUT: tl.constexpr, R_VEC: tl.constexpr, C_VEC: tl.constexpr, EPILOGUE: tl.constexpr,
+    STORE_PRE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):  # fmt: skip
     """The finishing reduction of split-K: partials summed in split order (deterministic), then
     the epilogue and the store."""
     rm = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = tl.program_id(1).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
-    mask = (rm[:, None] < M) & (rn[None, :] < N)
-    off = rm[:, None] * N + rn[None, :]
+    n = _hint(N, C_VEC)
+    mask = (rm[:, None] < M) & (rn[None, :] < n)
+    off = rm[:, None] * n + rn[None, :]
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for s in range(0, splits):
-        acc += tl.load(ws_ptr + s * M * N + off, mask=mask, other=0.0)
+        acc += tl.load(ws_ptr + s * M * n + off, mask=mask, other=0.0)
     _finish(acc, rm, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
-            EPILOGUE, STORE_PRE, R_LAYOUT, C_VEC)  # fmt: skip
+            EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["n"])
@@ -466,7 +478,7 @@ def default_config(variant: str, dtype: torch.dtype, m: int = 0) -> TileConfig |
         return PERSISTENT_CONFIG_FP32 if wide else PERSISTENT_CONFIG
     if variant == "split_k":
         return TileConfig(min(64, m_bucket(m)), SPLIT_K_BLOCK_N, 64 if wide else 128, 1, 4, 4)
-    return TileConfig(128, 128, 16 if wide else 32, 8, 3, 4) if wide else FIXED_CONFIG
+    return FIXED_CONFIG
 
 
 def default_variant(m: int, n: int, k: int, device: torch.device, dtype: torch.dtype = torch.bfloat16) -> str:
@@ -566,14 +578,18 @@ def _run(
     index = a.device.index if a.is_cuda else -1
     a_lay, s_am, s_ak, a_vec = _layout(a)
     b_lay, s_bk, s_bn, b_vec = _layout(b)
-    c_vec = 16 // out.element_size() if n % (16 // out.element_size()) == 0 else 1
+    vec = 16 // out.element_size()
+    c_vec = vec if n % vec == 0 else 1  # N a multiple of 16 bytes (fixed per weight shape)
+    # M a multiple of 16 bytes, only where M is a's contiguous dimension (a.T): elsewhere M's
+    # value must not enter the compiled kernel's key (a new M would compile anew).
+    m_vec = vec if a_lay == _OUTER and m % vec == 0 else 1
     code = _EPILOGUE_CODE[epilogue]
     store_pre = pre is not None
     pre_t = pre if pre is not None else out
     bias_t = bias if bias is not None else out
     res_t = residual if residual is not None else out
     s_bias = bias.stride(0) if bias is not None else 0
-    r_lay, s_rm, s_rn, _ = _layout(residual) if residual is not None else (_INNER, 0, 1, 1)
+    r_lay, s_rm, s_rn, r_vec = _layout(residual) if residual is not None else (_INNER, 0, 1, 1)
     prec = _precision_name(a.dtype, precision)
     if k == 0:  # acc = 0 everywhere: the fixed kernel's K loop runs no step, its epilogue still applies
         variant = "fixed"
@@ -582,8 +598,8 @@ def _run(
         grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
         compiled = _mm_tuned_kernel[grid](
             a, b, out, pre_t, bias_t, res_t, m, m_bucket(m), s_am, s_ak, s_bk, s_bn, out.stride(0), s_bias, s_rm, s_rn,
-            N=n, K=k, A_LAYOUT=a_lay, B_LAYOUT=b_lay, R_LAYOUT=r_lay, A_VEC=a_vec, B_VEC=b_vec, C_VEC=c_vec,
-            EPILOGUE=code, STORE_PRE=store_pre, PRECISION=prec,
+            N=n, K=k, A_LAYOUT=a_lay, B_LAYOUT=b_lay, R_LAYOUT=r_lay, A_VEC=a_vec, B_VEC=b_vec, M_VEC=m_vec,
+            C_VEC=c_vec, R_VEC=r_vec, EPILOGUE=code, STORE_PRE=store_pre, PRECISION=prec,
         )  # fmt: skip
         if _recording is not None and not INTERPRETER:
             _recording.append(compiled)
@@ -596,7 +612,7 @@ def _run(
     tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
     tile = (cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m)
     if variant == "fixed":
-        consts = (a_lay, b_lay, r_lay, a_vec, b_vec, c_vec, even_k, code, store_pre, prec, *tile)
+        consts = (a_lay, b_lay, r_lay, a_vec, b_vec, m_vec, c_vec, r_vec, even_k, code, store_pre, prec, *tile)
         _launch(_FIXED, tensors, index, (tiles, 1, 1), (*tensors, m, n, k, *strides), consts,
                 cfg.num_warps, cfg.num_stages)  # fmt: skip
     elif variant == "persistent":
@@ -607,17 +623,18 @@ def _run(
         if use_tma and not INTERPRETER:
             _ensure_allocator()
         sms = sm_count(a.device)
-        consts = (a_lay, b_lay, r_lay, a_vec, b_vec, c_vec, even_k, code, store_pre, prec, *tile, sms, use_tma)
+        consts = (a_lay, b_lay, r_lay, a_vec, b_vec, m_vec, c_vec, r_vec, even_k, code, store_pre, prec, *tile,
+                  sms, use_tma)  # fmt: skip
         _launch(_PERSISTENT, tensors, index, (min(sms, tiles), 1, 1), (*tensors, m, n, k, *strides), consts,
                 cfg.num_warps, cfg.num_stages)  # fmt: skip
     else:  # split_k
         splits, k_per_split = split_count(m, n, k, cfg, sm_count(a.device))
         ws = torch.empty((splits, m, n), device=a.device, dtype=torch.float32)
-        consts = (a_lay, b_lay, a_vec, b_vec, even_k, prec, *tile)
+        consts = (a_lay, b_lay, a_vec, b_vec, m_vec, c_vec, even_k, prec, *tile)
         _launch(_SPLIT, (a, b, ws), index, (tiles, splits, 1), (a, b, ws, m, n, k, k_per_split, *strides[:4]),
                 consts, cfg.num_warps, cfg.num_stages)  # fmt: skip
         rm, rn = _REDUCE_BLOCK
-        consts = (r_lay, c_vec, code, store_pre, rm, rn)
+        consts = (r_lay, r_vec, c_vec, code, store_pre, rm, rn)
         _launch(_SPLIT_REDUCE, (ws, out, pre_t, bias_t, res_t), index, (triton.cdiv(m, rm), triton.cdiv(n, rn), 1),
                 (ws, out, pre_t, bias_t, res_t, m, n, splits, *strides[4:]), consts, 4, 1)  # fmt: skip
 

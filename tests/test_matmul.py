@@ -162,6 +162,20 @@ def test_persistent_reads_through_tma_and_falls_back_to_pointers(monkeypatch) ->
     assert use_tma == [True, True, False]
 
 
+@pytest.mark.parametrize("layout", ["tma", "pointers"])
+def test_persistent_programs_walk_many_tiles(layout, monkeypatch) -> None:
+    """With 3 "SMs" each program of the persistent kernel walks 5 of the 15 tiles in grouped
+    order (the interpreter's stand-in H200 has 132 SMs, more than the tests' tiles)."""
+    monkeypatch.setattr(mm_module, "sm_count", lambda device: 3)
+    a = randn((70, 64), torch.float16, "wa")
+    if layout == "pointers":
+        a = randn((70, 65), torch.float16, "wa2")[:, 1:]  # misaligned base: no TMA
+    b = randn((64, 130), torch.float16, "wb")  # 3 x 5 tiles of 32 x 32
+    bias = randn((130,), torch.float16, "wbias")
+    c = matmul(a, b, variant="persistent", epilogue="bias", bias=bias)
+    assert_close(c, reference(a, b, "bias", bias=bias), torch.float16, layout)
+
+
 @pytest.mark.parametrize("variant", ["fixed", "persistent"])
 def test_grouping_changes_the_order_not_the_result(variant) -> None:
     a = randn((70, 40), torch.float16, "ga")  # 5 x 4 tiles of 16 x 32: groups of 4 and 8 differ

@@ -1,0 +1,267 @@
+"""The GEMM checks at real sizes, on a GPU (``pytest -m gpu``).
+
+Everything the CPU suite checks through the interpreter, here on compiled kernels: every
+variant at the study's shapes (powers of two, model shapes that are not, decode shapes),
+transposed operands read in place through TMA, every epilogue and the training step against
+float64, TF32 against IEEE, no recompilation across M values of one bucket, torch.compile
+(fullgraph, Inductor) against eager, the Hopper evidence a compiled kernel carries, offsets
+past 2^31, a tensor on a second GPU and the eager call's host cost."""
+
+from __future__ import annotations
+
+import importlib
+import time
+
+import pytest
+import torch
+import torch.nn.functional as F
+from tolerances import TOL, assert_close
+
+from kernels.matmul import (
+    PERSISTENT_CONFIG,
+    VARIANTS,
+    TileConfig,
+    compiled_kernels,
+    default_variant,
+    m_bucket,
+    matmul,
+)
+
+pytestmark = pytest.mark.gpu
+mm_module = importlib.import_module("kernels.matmul")
+DTYPES = [torch.bfloat16, torch.float16]
+
+
+def randn(shape, dtype, seed=0, scale=1.0, device="cuda"):
+    g = torch.Generator(device=device).manual_seed(seed)
+    return (torch.randn(shape, device=device, dtype=torch.float32, generator=g) * scale).to(dtype)
+
+
+def reference(a, b, epilogue=None, bias=None, residual=None) -> torch.Tensor:
+    z = a.double() @ b.double()
+    if epilogue in ("bias", "bias_gelu"):
+        z = z + bias.double()
+    if epilogue == "bias_gelu":
+        z = F.gelu(z, approximate="tanh")
+    if epilogue == "residual":
+        z = z + residual.double()
+    return z
+
+
+def compiles(fn) -> int:
+    """Compiled kernels a JIT function holds, over every device."""
+    return sum(len(caches[0]) for caches in fn.device_caches.values())
+
+
+def is_hopper() -> bool:
+    return torch.cuda.get_device_capability()[0] == 9
+
+
+# (M, N, K): the study's shapes, from odd to 8192³, model shapes and decode shapes.
+SHAPES = [
+    (127, 255, 65),
+    (512, 512, 512),
+    (1024, 1024, 1024),
+    (4096, 4096, 4096),
+    (8192, 8192, 8192),
+    (16384, 1024, 1024),
+    (4096, 14336, 4096),
+    (8192, 5120, 13824),
+    (1, 4096, 14336),
+    (16, 14336, 4096),
+    (128, 4096, 14336),
+]
+
+
+@pytest.mark.parametrize("variant", [*VARIANTS, None])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_real_sizes_every_variant(dtype, shape, variant) -> None:
+    m, n, k = shape
+    a = randn((m, k), dtype, 1)
+    b = randn((k, n), dtype, 2)
+    c = matmul(a, b, variant=variant)
+    assert c.shape == (m, n) and c.dtype == dtype
+    assert_close(c, reference(a, b), dtype, f"{variant} {shape}")
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("which", ["a.T", "b.T", "both"])
+def test_transposed_operands_at_real_size(which, variant) -> None:
+    m, n, k = 2048, 4096, 1024
+    a = randn((k, m), torch.bfloat16, 3).T if which in ("a.T", "both") else randn((m, k), torch.bfloat16, 3)
+    b = randn((n, k), torch.bfloat16, 4).T if which in ("b.T", "both") else randn((k, n), torch.bfloat16, 4)
+    assert_close(matmul(a, b, variant=variant), reference(a, b), torch.bfloat16, f"{which} {variant}")
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("epilogue", ["bias", "bias_gelu", "residual"])
+def test_epilogues_and_training_step_at_real_size(epilogue, variant) -> None:
+    m, n, k = (64, 4096, 8192) if variant == "split_k" else (2048, 3072, 1024)
+    dtype = torch.bfloat16
+    a = randn((m, k), dtype, 5).requires_grad_()
+    w = randn((n, k), dtype, 6, scale=0.05).requires_grad_()  # nn.Linear's weight: b = w.T
+    extra = {"bias": randn((n,), dtype, 7).requires_grad_()} if epilogue != "residual" else {}
+    if epilogue == "residual":
+        extra = {"residual": randn((m, n), dtype, 8).requires_grad_()}
+    c = matmul(a, w.T, variant=variant, epilogue=epilogue, **extra)
+    assert_close(c, reference(a.detach(), w.detach().T, epilogue, **{k: v.detach() for k, v in extra.items()}),
+                 dtype, "out")  # fmt: skip
+    g = randn((m, n), dtype, 9)
+    have = torch.autograd.grad(c, [a, w, *extra.values()], g)
+    leaves = [t.detach().double().requires_grad_() for t in (a, w, *extra.values())]
+    ref = reference(leaves[0], leaves[1].T, epilogue, **dict(zip(extra, leaves[2:], strict=True)))
+    want = torch.autograd.grad(ref, leaves, g.double())
+    for name, h, wnt in zip(["da", "dw", *extra], have, want, strict=True):
+        tol = TOL[dtype]
+        err = torch.linalg.vector_norm(h.double() - wnt) / torch.linalg.vector_norm(wnt)
+        assert err <= 2 * tol["rel"], f"{name}: relative error {err:.3g}"
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_fp32_tf32_and_ieee(variant) -> None:
+    m, n, k = (32, 4096, 8192) if variant == "split_k" else (1024, 1024, 2048)
+    a = randn((m, k), torch.float32, 10)
+    b = randn((k, n), torch.float32, 11)
+    ref = reference(a, b)
+    ieee = matmul(a, b, variant=variant, precision="ieee")
+    assert_close(ieee, ref, torch.float32, "ieee")
+    tf32 = matmul(a, b, variant=variant, precision="tf32").double()
+    rel = float(torch.linalg.vector_norm(tf32 - ref) / torch.linalg.vector_norm(ref))
+    assert rel <= 2e-3, f"tf32 relative error {rel:.3g}"
+    assert rel > 1e-6, "precision='tf32' must use TF32 (its error is far above IEEE's)"
+
+
+@pytest.mark.parametrize("variant", ["fixed", "autotuned", "persistent", "split_k"])
+def test_no_recompilation_across_m_in_one_bucket(variant) -> None:
+    n, k = 4096, (14336 if variant == "split_k" else 4096)
+    b = randn((k, n), torch.bfloat16, 12)
+    kernels_of = {
+        "fixed": [mm_module._mm_fixed_kernel],
+        "autotuned": [mm_module._mm_tuned_body],
+        "persistent": [mm_module._mm_persistent_kernel],
+        "split_k": [mm_module._mm_split_kernel, mm_module._mm_split_reduce_kernel],
+    }[variant]
+    ms = [65, 100, 127, 128]
+    assert len({m_bucket(m) for m in ms}) == 1
+    a0 = randn((ms[0], k), torch.bfloat16, 13)
+    assert_close(matmul(a0, b, variant=variant), reference(a0, b), torch.bfloat16)
+    before = [compiles(f) for f in kernels_of]
+    tuned_keys = len(mm_module._mm_tuned_kernel.cache)
+    # Triton's own launch path for the other M values (the launch cache would hide a compile:
+    # it never asks Triton), so that Triton's specialization decides.
+    mm_module._recording = []
+    try:
+        for i, m in enumerate(ms[1:]):
+            a = randn((m, k), torch.bfloat16, 14 + i)
+            assert_close(matmul(a, b, variant=variant), reference(a, b), torch.bfloat16, f"M={m}")
+    finally:
+        mm_module._recording = None
+    assert [compiles(f) for f in kernels_of] == before, "a new M in the bucket compiled a new kernel"
+    assert len(mm_module._mm_tuned_kernel.cache) == tuned_keys, "a new M in the bucket was tuned again"
+
+
+def test_torch_compile_fullgraph_matches_eager() -> None:
+    m, n, k = 1024, 2048, 1024
+    a = randn((m, k), torch.bfloat16, 20).requires_grad_()
+    w = randn((n, k), torch.bfloat16, 21, scale=0.05).requires_grad_()
+    bias = randn((n,), torch.bfloat16, 22).requires_grad_()
+
+    def step(a, w, bias):
+        return matmul(a, w.T, epilogue="bias_gelu", bias=bias, variant="persistent")
+
+    torch._dynamo.reset()
+    compiled = torch.compile(step, fullgraph=True)
+    g = randn((m, n), torch.bfloat16, 23)
+    out_c = compiled(a, w, bias)
+    grads_c = torch.autograd.grad(out_c, [a, w, bias], g)
+    out_e = step(a, w, bias)
+    grads_e = torch.autograd.grad(out_e, [a, w, bias], g)
+    assert torch.equal(out_c, out_e)
+    for gc, ge in zip(grads_c, grads_e, strict=True):
+        torch.testing.assert_close(gc, ge, rtol=0, atol=0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not is_hopper(), reason="Hopper evidence")
+def test_persistent_kernel_uses_tma_and_wgmma_without_spills() -> None:
+    a = randn((4096, 4096), torch.bfloat16, 30)
+    b = randn((4096, 4096), torch.bfloat16, 31)
+    (kernel,) = compiled_kernels(a, b, variant="persistent", config=PERSISTENT_CONFIG)
+    ptx = kernel.asm["ptx"]
+    assert "wgmma" in ptx, "no Hopper matrix instructions in the persistent kernel"
+    assert "cp.async.bulk.tensor" in ptx, "the persistent kernel does not load through TMA"
+    assert kernel.n_spills == 0
+    assert kernel.metadata.shared > 0
+    kinds = compiled_kernels(a[:16], b, variant="split_k")
+    assert len(kinds) == 2  # partials, then the fixed-order sum
+
+
+def test_default_dispatch_on_this_gpu() -> None:
+    dev = torch.device("cuda")
+    assert default_variant(1, 4096, 14336, dev) == "split_k"
+    assert default_variant(8192, 8192, 8192, dev) == ("persistent" if is_hopper() else "autotuned")
+    assert default_variant(512, 512, 512, dev) == "autotuned"
+
+
+def test_split_k_is_deterministic_at_real_size() -> None:
+    a = randn((8, 14336), torch.bfloat16, 40)
+    b = randn((14336, 4096), torch.bfloat16, 41)
+    first = matmul(a, b, variant="split_k")
+    for _ in range(5):
+        assert torch.equal(matmul(a, b, variant="split_k"), first)
+
+
+@pytest.mark.parametrize("variant", ["fixed", "autotuned", "persistent"])
+def test_offsets_past_2_31(variant) -> None:
+    k = 4096
+    m = (1 << 31) // k + 64  # a holds more than 2^31 elements
+    a = randn((m, k), torch.bfloat16, 50)
+    b = randn((k, 64), torch.bfloat16, 51)
+    c = matmul(a, b, variant=variant, config=TileConfig(128, 64, 64, 8, 3, 4) if variant != "autotuned" else None)
+    tail = slice(m - 300, m)
+    assert_close(c[tail], reference(a[tail], b), torch.bfloat16, "rows past 2^31 elements")
+    assert_close(c[:300], reference(a[:300], b), torch.bfloat16, "first rows")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2, reason="needs two GPUs")
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_tensors_on_a_second_gpu(variant) -> None:
+    torch.cuda.set_device(0)
+    a = randn((256, 4096), torch.bfloat16, 60, device="cuda:1").requires_grad_()
+    b = randn((4096, 512), torch.bfloat16, 61, device="cuda:1").requires_grad_()
+    c = matmul(a, b, variant=variant)
+    assert c.device == a.device
+    assert_close(c, reference(a.detach(), b.detach()), torch.bfloat16)
+    c.sum().backward()
+    assert a.grad.device == a.device and b.grad.device == a.device
+
+
+def test_cached_launch_matches_tritons_own_launch() -> None:
+    a = randn((300, 1000), torch.float16, 70)
+    b = randn((1000, 520), torch.float16, 71)
+    for variant in ("fixed", "persistent", "split_k"):
+        cached = matmul(a, b, variant=variant)
+        cached = matmul(a, b, variant=variant)  # the second call takes the launch cache
+        mm_module._recording = []
+        try:
+            own = matmul(a, b, variant=variant)
+        finally:
+            mm_module._recording = None
+        assert torch.equal(cached, own), variant
+
+
+def test_eager_host_cost() -> None:
+    """The eager call's host cost (validation, dispatch, allocation, cached launch): the issue's
+    target is 20 µs; this bound only catches a call that falls back to Triton's own launch."""
+    a = randn((64, 256), torch.bfloat16, 80)
+    b = randn((256, 256), torch.bfloat16, 81)
+    for _ in range(20):
+        matmul(a, b, variant="fixed")
+    torch.cuda.synchronize()
+    calls = 2000
+    start = time.perf_counter()
+    for _ in range(calls):
+        matmul(a, b, variant="fixed")
+    per_call = (time.perf_counter() - start) / calls
+    torch.cuda.synchronize()
+    assert per_call < 50e-6, f"eager matmul costs {per_call * 1e6:.1f} µs of host time"
