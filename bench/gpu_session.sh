@@ -10,7 +10,8 @@
 # grid: softmax's and RMSNorm's cells; grid-rmsnorm: RMSNorm's alone), dispatch / dispatch-quick,
 # matmul / matmul-quick (GEMM; LAB_MATMUL_S its time limit, LAB_MATMUL_ONLY=text runs only the case ids
 # holding it, e.g. "fwd/bf16" or "mm_bias": torch.compile max-autotune compiles every case afresh, so a full
-# sweep may take several calls).  Wheels: Liger-Kernel in .whl/; QuACK's halves in .quack1/
+# sweep may take several calls; LAB_MATMUL_COMPILE_MODE=max-autotune-no-cudagraphs times Inductor's kernels
+# without its own CUDA graphs, bench/studies/matmul.py says why).  Wheels: Liger-Kernel in .whl/; QuACK's halves in .quack1/
 # (copied to /tmp/quack, which lives as long as the machine) and .quack2/ (reassembled and
 # installed; ../shared/device/quack-prepare.sh explains).  Where the working tree plus .quack1
 # pass the 64 MiB a call carries, .quack1's small wheels and cu13.name move to .quack0/, carried
