@@ -355,6 +355,8 @@ def fast_path(view: StudyView) -> list[Claim]:
         timed = [v for v in TRITON if c.get(v) is not None]
         best = min(timed, key=lambda v: c.get(v).summary.median)  # type: ignore[union-attr]
         path = matrix_path(c, best)
+        if path not in ("wgmma", "mma.sync", "both", "none"):
+            continue  # the run could not read this kernel's SASS: nothing to say either way
         holds = holds and path == "wgmma"
         if path != "wgmma":
             against.append(c)
@@ -370,6 +372,8 @@ def fast_path(view: StudyView) -> list[Claim]:
                 spills=meta_num(c, best, "spills"),
             )
         )
+    if not parts:
+        return []
     text = sentence(
         "Device time (graph replay), cold L2, bf16 forward: the fastest Triton variant issues Hopper's warpgroup "
         "matrix instruction (HGMMA, wgmma in PTX) and not the older warp-level HMMA (mma.sync): "
