@@ -160,15 +160,17 @@ def _grouped(tile, num_m, num_n, GROUP_M: tl.constexpr):
 def _mainloop(
     a_ptr, b_ptr, pid_m, pid_n, M, N, K, k_start, k_tiles, s_am, s_ak, s_bk, s_bn,
     A_LAYOUT: tl.constexpr, B_LAYOUT: tl.constexpr, A_VEC: tl.constexpr, B_VEC: tl.constexpr,
-    M_VEC: tl.constexpr, N_VEC: tl.constexpr, EVEN_K: tl.constexpr, PRECISION: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    M_VEC: tl.constexpr, N_VEC: tl.constexpr, K_VEC: tl.constexpr, EVEN_K: tl.constexpr,
+    PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
     # fp32 accumulator of one output tile over k_tiles blocks of K from k_start.  Rows past M
     # and columns past N wrap around (% M, % N): every load is in bounds without a mask, and
     # the wrapped rows are never stored.  Only the K tail is masked.  The hints: the strided
     # dimension's stride is a multiple of 16 bytes (A_VEC, B_VEC), and where M (N) is the
     # contiguous dimension and a multiple of VEC (M_VEC, N_VEC) a wrapped index vector is still
-    # contiguous in aligned runs of VEC (a wrap falls on a multiple of M): 16-byte loads.
+    # contiguous in aligned runs of VEC (a wrap falls on a multiple of M): 16-byte loads.  With
+    # K a multiple of VEC (K_VEC) the K-tail mask is constant over such runs: the masked loads
+    # of a K that is not a multiple of BLOCK_K stay 16-byte vectors too.
     s_am = _hint(s_am, A_VEC) if A_LAYOUT == 1 else s_am
     s_ak = _hint(s_ak, A_VEC) if A_LAYOUT == 2 else s_ak
     s_bk = _hint(s_bk, B_VEC) if B_LAYOUT == 1 else s_bk
@@ -180,6 +182,7 @@ def _mainloop(
     if B_LAYOUT == 1 and N_VEC > 1:
         rn = tl.max_contiguous(tl.multiple_of(rn, N_VEC), N_VEC)
     rk = tl.arange(0, BLOCK_K)
+    k_end = _hint(K, K_VEC)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for i in range(0, k_tiles):
         k = k_start + i * BLOCK_K + rk
@@ -189,8 +192,8 @@ def _mainloop(
             a = tl.load(a_ptr + a_off)
             b = tl.load(b_ptr + b_off)
         else:
-            a = tl.load(a_ptr + a_off, mask=k[None, :] < K, other=0.0)
-            b = tl.load(b_ptr + b_off, mask=k[:, None] < K, other=0.0)
+            a = tl.load(a_ptr + a_off, mask=k[None, :] < k_end, other=0.0)
+            b = tl.load(b_ptr + b_off, mask=k[:, None] < k_end, other=0.0)
         acc = _dot(a, b, acc, PRECISION)
     return acc
 
@@ -229,7 +232,8 @@ def _mm_fixed_kernel(
     s_am: tl.int64, s_ak: tl.int64, s_bk: tl.int64, s_bn: tl.int64, s_cm: tl.int64, s_bias: tl.int64,
     s_rm: tl.int64, s_rn: tl.int64,
     A_LAYOUT: tl.constexpr, B_LAYOUT: tl.constexpr, R_LAYOUT: tl.constexpr, A_VEC: tl.constexpr,
-    B_VEC: tl.constexpr, M_VEC: tl.constexpr, C_VEC: tl.constexpr, R_VEC: tl.constexpr, EVEN_K: tl.constexpr,
+    B_VEC: tl.constexpr, M_VEC: tl.constexpr, C_VEC: tl.constexpr, R_VEC: tl.constexpr, K_VEC: tl.constexpr,
+    EVEN_K: tl.constexpr,
     EPILOGUE: tl.constexpr, STORE_PRE: tl.constexpr, PRECISION: tl.constexpr, BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
 ):  # fmt: skip
@@ -238,7 +242,7 @@ def _mm_fixed_kernel(
     num_n = tl.cdiv(N, BLOCK_N)
     pid_m, pid_n = _grouped(tl.program_id(0).to(tl.int64), num_m, num_n, GROUP_M)
     acc = _mainloop(a_ptr, b_ptr, pid_m, pid_n, M, N, K, 0, tl.cdiv(K, BLOCK_K), s_am, s_ak, s_bk, s_bn,
-                    A_LAYOUT, B_LAYOUT, A_VEC, B_VEC, M_VEC, C_VEC, EVEN_K, PRECISION,
+                    A_LAYOUT, B_LAYOUT, A_VEC, B_VEC, M_VEC, C_VEC, K_VEC, EVEN_K, PRECISION,
                     BLOCK_M, BLOCK_N, BLOCK_K)  # fmt: skip
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -262,7 +266,7 @@ def _mm_tuned_body(
     num_n = tl.cdiv(N, BLOCK_N)
     pid_m, pid_n = _grouped(tl.program_id(0).to(tl.int64), num_m, num_n, GROUP_M)
     acc = _mainloop(a_ptr, b_ptr, pid_m, pid_n, M, N, K, 0, tl.cdiv(K, BLOCK_K), s_am, s_ak, s_bk, s_bn,
-                    A_LAYOUT, B_LAYOUT, A_VEC, B_VEC, M_VEC, C_VEC, K % BLOCK_K == 0, PRECISION,
+                    A_LAYOUT, B_LAYOUT, A_VEC, B_VEC, M_VEC, C_VEC, 1, K % BLOCK_K == 0, PRECISION,
                     BLOCK_M, BLOCK_N, BLOCK_K)  # fmt: skip
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -276,7 +280,8 @@ def _mm_persistent_kernel(
     s_am: tl.int64, s_ak: tl.int64, s_bk: tl.int64, s_bn: tl.int64, s_cm: tl.int64, s_bias: tl.int64,
     s_rm: tl.int64, s_rn: tl.int64,
     A_LAYOUT: tl.constexpr, B_LAYOUT: tl.constexpr, R_LAYOUT: tl.constexpr, A_VEC: tl.constexpr,
-    B_VEC: tl.constexpr, M_VEC: tl.constexpr, C_VEC: tl.constexpr, R_VEC: tl.constexpr, EVEN_K: tl.constexpr,
+    B_VEC: tl.constexpr, M_VEC: tl.constexpr, C_VEC: tl.constexpr, R_VEC: tl.constexpr, K_VEC: tl.constexpr,
+    EVEN_K: tl.constexpr,
     EPILOGUE: tl.constexpr, STORE_PRE: tl.constexpr, PRECISION: tl.constexpr, BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
     USE_TMA: tl.constexpr,
@@ -316,7 +321,7 @@ def _mm_persistent_kernel(
                 acc = _dot(a, b, acc, PRECISION)
         else:
             acc = _mainloop(a_ptr, b_ptr, pid_m, pid_n, M, N, K, 0, k_tiles, s_am, s_ak, s_bk, s_bn,
-                            A_LAYOUT, B_LAYOUT, A_VEC, B_VEC, M_VEC, C_VEC, EVEN_K, PRECISION,
+                            A_LAYOUT, B_LAYOUT, A_VEC, B_VEC, M_VEC, C_VEC, K_VEC, EVEN_K, PRECISION,
                             BLOCK_M, BLOCK_N, BLOCK_K)  # fmt: skip
         rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -329,8 +334,9 @@ def _mm_split_kernel(
     a_ptr, b_ptr, ws_ptr, M: tl.int64, N: tl.int64, K: tl.int64, k_per_split: tl.int64,
     s_am: tl.int64, s_ak: tl.int64, s_bk: tl.int64, s_bn: tl.int64,
     A_LAYOUT: tl.constexpr, B_LAYOUT: tl.constexpr, A_VEC: tl.constexpr, B_VEC: tl.constexpr,
-    M_VEC: tl.constexpr, C_VEC: tl.constexpr, EVEN_K: tl.constexpr, PRECISION: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    M_VEC: tl.constexpr, C_VEC: tl.constexpr, K_VEC: tl.constexpr, EVEN_K: tl.constexpr,
+    PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
 ):  # fmt: skip
     """Program (tile, split) writes the fp32 partial of its K range [split·k_per_split, +k_per_split)
     (k_per_split a multiple of BLOCK_K, so only the last split meets the K tail) to ws[split]."""
@@ -341,7 +347,7 @@ def _mm_split_kernel(
     k_start = split * _hint(k_per_split, BLOCK_K)
     k_tiles = tl.cdiv(tl.minimum(K - k_start, k_per_split), BLOCK_K)
     acc = _mainloop(a_ptr, b_ptr, pid_m, pid_n, M, N, K, k_start, k_tiles, s_am, s_ak, s_bk, s_bn,
-                    A_LAYOUT, B_LAYOUT, A_VEC, B_VEC, M_VEC, C_VEC, EVEN_K, PRECISION,
+                    A_LAYOUT, B_LAYOUT, A_VEC, B_VEC, M_VEC, C_VEC, K_VEC, EVEN_K, PRECISION,
                     BLOCK_M, BLOCK_N, BLOCK_K)  # fmt: skip
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -373,12 +379,19 @@ def _mm_split_reduce_kernel(
 
 @triton.jit(do_not_specialize=["n"])
 def _gelu_backward_kernel(dy_ptr, z_ptr, dz_ptr, n: tl.int64, BLOCK: tl.constexpr):
-    """dz = dy * gelu_tanh'(z) over contiguous tensors (one read of each, one write)."""
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    dy = tl.load(dy_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    z = tl.load(z_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dz_ptr + offs, (dy * gelu_tanh_grad(z)).to(dz_ptr.dtype.element_ty), mask=mask)
+    """dz = dy * gelu_tanh'(z) over contiguous tensors (one read of each, one write).  Every
+    program but the last covers a whole block unmasked (16-byte vectors; a mask against the
+    runtime n would split them), as in kernels/vector_add.py."""
+    start = tl.program_id(0).to(tl.int64) * BLOCK
+    offs = start + tl.arange(0, BLOCK)
+    if start + BLOCK <= n:
+        dy = tl.load(dy_ptr + offs).to(tl.float32)
+        z = tl.load(z_ptr + offs).to(tl.float32)
+        tl.store(dz_ptr + offs, (dy * gelu_tanh_grad(z)).to(dz_ptr.dtype.element_ty))
+    else:
+        dy = tl.load(dy_ptr + offs, mask=offs < n, other=0.0).to(tl.float32)
+        z = tl.load(z_ptr + offs, mask=offs < n, other=0.0).to(tl.float32)
+        tl.store(dz_ptr + offs, (dy * gelu_tanh_grad(z)).to(dz_ptr.dtype.element_ty), mask=offs < n)
 
 
 # =============================================================================== launch plan
@@ -583,6 +596,7 @@ def _run(
     # M a multiple of 16 bytes, only where M is a's contiguous dimension (a.T): elsewhere M's
     # value must not enter the compiled kernel's key (a new M would compile anew).
     m_vec = vec if a_lay == _OUTER and m % vec == 0 else 1
+    k_vec = vec if k % vec == 0 else 1
     code = _EPILOGUE_CODE[epilogue]
     store_pre = pre is not None
     pre_t = pre if pre is not None else out
@@ -612,7 +626,7 @@ def _run(
     tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
     tile = (cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m)
     if variant == "fixed":
-        consts = (a_lay, b_lay, r_lay, a_vec, b_vec, m_vec, c_vec, r_vec, even_k, code, store_pre, prec, *tile)
+        consts = (a_lay, b_lay, r_lay, a_vec, b_vec, m_vec, c_vec, r_vec, k_vec, even_k, code, store_pre, prec, *tile)
         _launch(_FIXED, tensors, index, (tiles, 1, 1), (*tensors, m, n, k, *strides), consts,
                 cfg.num_warps, cfg.num_stages)  # fmt: skip
     elif variant == "persistent":
@@ -623,14 +637,14 @@ def _run(
         if use_tma and not INTERPRETER:
             _ensure_allocator()
         sms = sm_count(a.device)
-        consts = (a_lay, b_lay, r_lay, a_vec, b_vec, m_vec, c_vec, r_vec, even_k, code, store_pre, prec, *tile,
-                  sms, use_tma)  # fmt: skip
+        consts = (a_lay, b_lay, r_lay, a_vec, b_vec, m_vec, c_vec, r_vec, k_vec, even_k, code, store_pre, prec,
+                  *tile, sms, use_tma)  # fmt: skip
         _launch(_PERSISTENT, tensors, index, (min(sms, tiles), 1, 1), (*tensors, m, n, k, *strides), consts,
                 cfg.num_warps, cfg.num_stages)  # fmt: skip
     else:  # split_k
         splits, k_per_split = split_count(m, n, k, cfg, sm_count(a.device))
         ws = torch.empty((splits, m, n), device=a.device, dtype=torch.float32)
-        consts = (a_lay, b_lay, a_vec, b_vec, m_vec, c_vec, even_k, prec, *tile)
+        consts = (a_lay, b_lay, a_vec, b_vec, m_vec, c_vec, k_vec, even_k, prec, *tile)
         _launch(_SPLIT, (a, b, ws), index, (tiles, splits, 1), (a, b, ws, m, n, k, k_per_split, *strides[:4]),
                 consts, cfg.num_warps, cfg.num_stages)  # fmt: skip
         rm, rn = _REDUCE_BLOCK
