@@ -65,6 +65,11 @@ def matrix_path(counts: dict[str, int]) -> str:
     return "none"
 
 
+def describe(exc: BaseException) -> str:
+    """An exception in one line: its type and the first line of its message."""
+    return _short(exc)
+
+
 def _short(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text[:160]}" if text else type(exc).__name__

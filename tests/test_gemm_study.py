@@ -11,7 +11,7 @@ import torch
 from bench import harness
 from bench.backends import HostBackend
 from bench.studies import matmul as mm
-from contract.schema import validate_run
+from contract.schema import _Checker, _validate_meta, validate_run
 
 STUDY = mm.STUDY
 
@@ -107,3 +107,15 @@ def test_reference_is_float64_of_each_epilogue() -> None:
     c, da, db = STUDY.reference(step, t)
     a, b, dc = (t[x].detach().double() for x in ("a", "b", "dc"))
     assert torch.allclose(da, dc @ b.T) and torch.allclose(db, a.T @ dc) and c.dtype == torch.float64
+
+
+def test_evidence_that_cannot_be_read_is_recorded_beside_the_meta(monkeypatch) -> None:
+    """On a machine that claims a GPU it cannot use, the meta still says what the variant is,
+    with why the compiled code could not be read: a meta never stops a case."""
+    pytest.importorskip("kernels.matmul")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    case = _case(64, 4096, 4096, direction="fwd+bwd")
+    meta = STUDY.variants(case)[0].meta(case)
+    assert meta["variant"] == "default dispatch" and "evidence_error" in meta
+    assert isinstance(meta["dispatch"], str)
+    _validate_meta(_Checker("test"), meta, "meta")  # what a run file accepts

@@ -241,7 +241,18 @@ def _config_meta(config: dict[str, int] | None) -> dict[str, Any]:
 
 def _evidence(case: Params, forced: str | None, config: dict[str, int] | None) -> dict[str, Any]:
     """What the call compiles at this case's shape, read from Triton's compiled kernels on
-    the GPU (and, for a training step, what its two backward products compile)."""
+    the GPU (and, for a training step, what its two backward products compile); a failure
+    (out of memory, a refused shape) is recorded beside the rest of the meta, never raised."""
+    try:
+        return _read_evidence(case, forced, config)
+    except Exception as exc:
+        return {"evidence_error": evidence.describe(exc)}
+    finally:
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+def _read_evidence(case: Params, forced: str | None, config: dict[str, int] | None) -> dict[str, Any]:
     if not torch.cuda.is_available():
         return {"evidence": "no GPU: nothing compiled to inspect"}
     try:
