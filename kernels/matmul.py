@@ -14,11 +14,12 @@ only whether enough programs run to pull DRAM bandwidth (split-K).
 
 The variants:
 
-* ``fixed``: one tile (``FIXED_CONFIG``), pointer loads, grouped order; M, N, K, strides are
-  runtime (no recompilation for a new shape).
+* ``fixed``: one tile (``FIXED_CONFIG``), pointer loads, grouped order; M, N, K and the
+  strides are runtime values (what still compiles anew: below).
 * ``autotuned``: the same kernel body with N and K compile-time (per weight shape) and the
   tile, stages and warps chosen by ``triton.autotune``, keyed on a power-of-two bucket of M
   (so a new M in a bucket neither recompiles nor re-tunes), N, K, the layouts and the dtypes.
+  The first call of a new key times every config: call it once before capturing a CUDA graph.
 * ``persistent``: one program per SM walks the tiles in grouped order (``tile += NUM_SMS``),
   loading through TMA tensor descriptors made on the device (``tl.make_tensor_descriptor``;
   Hopper's copy engine moves the tiles into shared memory without the warps issuing
@@ -26,7 +27,11 @@ The variants:
   Default tile 128x256x64, 3 stages, 8 warps (the tile that reached ~0.97-1.0x cuBLAS at
   4096³/8192³ on the H200 in one probe).  Layouts TMA cannot read (an inner stride that is
   not 1, a row stride or base that is not 16-byte aligned) take the same persistent loop
-  with pointer loads.
+  with pointer loads.  The descriptors need global scratch (``triton.set_allocator``, set
+  lazily with a torch allocation).  The Triton interpreter runs the descriptors too, so the
+  CPU tests cover the TMA path's indexing (not its hardware).  ``c`` is stored through
+  pointers, not a TMA store, to keep the epilogue's loads and edge masks in one form; a TMA
+  store with a subtiled epilogue is the next thing to time.
 * ``split_k``: for decode-like shapes (M = 1..128, large K) the output has too few tiles to
   occupy the GPU; K is cut into ``splits`` ranges, each program writes an fp32 partial tile
   to a workspace ``[splits, M, N]``, and a second kernel sums the partials in split order
@@ -38,6 +43,12 @@ swapped strides, never a copy.  Each operand's layout (inner dimension contiguou
 dimension contiguous, or neither) is a compile-time constant, so contiguous loads vectorize
 while the strides themselves stay runtime values; a stride that is a multiple of 16 bytes is
 announced the same way (``(s // VEC) * VEC`` lets the compiler see the multiple).
+
+What compiles anew: the layouts, dtypes, epilogue, tile, and whether N and K are multiples of
+16 bytes and K of BLOCK_K (the autotuned kernel: N's and K's values).  Never M's value when
+``a`` is ``[M, K]`` with K contiguous (a linear layer's forward, every decode step).  Where M
+is a contiguous or the reduction dimension (``a.T`` operands; the weight gradient ``Aᵀ·dZ``,
+whose K is M) those multiples are compile-time too: at most four versions of a kernel.
 
 Epilogues run on the fp32 accumulator before the one store: ``bias`` (+ bias[N]),
 ``bias_gelu`` (gelu_tanh(acc + bias)) and ``residual`` (+ residual[M, N]).  Fused, they cost
