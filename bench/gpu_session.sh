@@ -8,6 +8,7 @@
 # Stages: tests (pytest -m gpu), probe (notes/probe_resident.py), sweep / sweep-quick (softmax study),
 # rmsnorm / rmsnorm-quick, rowsum / rowsum-quick (row sum and vector add), grid / grid-quick (row-plan
 # grid: softmax's and RMSNorm's cells; grid-rmsnorm: RMSNorm's alone), dispatch / dispatch-quick,
+# specialization / specialization-quick (LAB_SPEC_S),
 # matmul / matmul-quick (GEMM; LAB_MATMUL_S its time limit, LAB_MATMUL_ONLY=text runs only the case ids
 # holding it, e.g. "fwd/bf16" or "mm_bias": torch.compile max-autotune compiles every case afresh, so a full
 # sweep may take several calls; LAB_MATMUL_COMPILE_MODE=max-autotune-no-cudagraphs times Inductor's kernels
@@ -54,6 +55,8 @@ for s in "${list[@]}"; do
     grid-quick) bench 120 rowgrid --quick ;;
     grid) bench ${LAB_GRID_S:-520} rowgrid ;;
     grid-rmsnorm) bench ${LAB_GRID_S:-280} rowgrid --only rmsnorm ;;
+    specialization-quick) bench 120 specialization --quick ;;
+    specialization) bench ${LAB_SPEC_S:-240} specialization ;;
     matmul-quick) bench ${LAB_MATMUL_S:-240} matmul --quick ;;
     matmul) bench ${LAB_MATMUL_S:-540} matmul ${LAB_MATMUL_ONLY:+--only "$LAB_MATMUL_ONLY"} ;;
     dispatch-quick) bench 90 dispatch --quick ;;

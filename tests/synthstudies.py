@@ -14,6 +14,7 @@ RMSNORM_LABELS = {
     "triton": "Triton (ours, planner's choice)",
     "triton-looped": "Triton, looped plan forced",
     "triton-split": "Triton, split plan forced",
+    "triton-fused": "Triton, fused backward (dx and the weight gradient's partials in one pass)",
     "torch": "F.rms_norm after the add",
     "eager": "unfused eager composition",
     "compile": "torch.compile(eager composition)",
@@ -79,10 +80,10 @@ def rmsnorm_times(name: str, direction: str, rows: int, cols: int, nbytes: int) 
         if direction != "fwd":
             return "refused: this quack.rmsnorm.rmsnorm has no backward here"
         return (round(t * (0.85 if cols > 65536 else 1.02) + 2, 4), round(t + 9, 4))
-    base = {"triton": 1.0, "triton-looped": 1.3, "triton-split": 1.0, "torch": 2.2, "eager": 6.0, "compile": 1.25,
-            "liger": 1.08}[name]  # fmt: skip
-    host = {"triton": 12.0, "triton-looped": 12.0, "triton-split": 14.0, "torch": 15.0, "eager": 60.0,
-            "compile": 40.0, "liger": 35.0}[name]  # fmt: skip
+    base = {"triton": 1.0, "triton-looped": 1.3, "triton-split": 1.0, "triton-fused": 0.8, "torch": 2.2, "eager": 6.0,
+            "compile": 1.25, "liger": 1.08}[name]  # fmt: skip
+    host = {"triton": 12.0, "triton-looped": 12.0, "triton-split": 14.0, "triton-fused": 12.0, "torch": 15.0,
+            "eager": 60.0, "compile": 40.0, "liger": 35.0}[name]  # fmt: skip
     device = round(t * base + 2, 4)
     return device, round(max(device, host) + 1, 4)
 
@@ -95,7 +96,8 @@ def rmsnorm_doc(run_id: str, started: str, shapes=RMSNORM_SHAPES) -> dict[str, A
             if direction == "fwd+bwd" and (rows, cols) not in ((32, 127), (16384, 4096)):
                 continue
             nbytes = (4 if direction == "fwd" else 8) * rows * cols * 2 + cols * 2
-            names = ["triton", *(["triton-looped", "triton-split"] if cols > 16384 else []), "torch", "eager",
+            names = ["triton", *(["triton-looped", "triton-split"] if cols > 16384 else []),
+                     *(["triton-fused"] if direction == "fwd+bwd" and cols <= 8192 else []), "torch", "eager",
                      "compile", "liger", "quack"]  # fmt: skip
             times = {n: t for n in names if (t := rmsnorm_times(n, direction, rows, cols, nbytes)) is not None}
             for l2 in ("cold", "warm"):
@@ -285,3 +287,58 @@ def matmul_doc(run_id: str, started: str, *, fwd=MATMUL_FWD, step=MATMUL_STEP, e
                 }
             )
     return document("matmul", run_id, started, cases, eager=True, version=4)
+
+
+# ----------------------------------------------------------------------------- specialization
+
+SPEC_LABELS = {
+    "spec-all_constexpr": "Triton, every size constexpr",
+    "spec-model_fixed": "Triton, model-fixed sizes constexpr",
+    "spec-all_runtime": "Triton, every size runtime",
+    "spec-triton_default": "Triton, Triton's default specialization",
+    "triton": "Triton (ours): kernels.rms_norm",
+    "torch": "F.rms_norm",
+}
+SPEC_ROWS = (1, 3, 64, 1000, 8191)
+SPEC_WIDTHS = (4096, 5120)
+
+
+def specialization_doc(run_id: str, started: str, *, spills: int = 0) -> dict[str, Any]:
+    """A specialization run: each mode's time (every-size runtime 30% slower, the others
+    alike), and the meta the sweep records: one compilation per shape for every-size
+    constexpr, one per width for model-fixed, one in all for every-size runtime, and
+    Triton's ==1 / %16 classes for its default."""
+    cases = []
+    seen: dict[str, set] = {name: set() for name in SPEC_LABELS}
+    for cols in SPEC_WIDTHS:
+        for rows in SPEC_ROWS:
+            nbytes = 2 * rows * cols * 2 + cols * 2
+            t = nbytes / (COPY * 1e3 * 0.9) + 3
+            keys = {
+                "spec-all_constexpr": (rows, cols),
+                "spec-model_fixed": cols,
+                "spec-all_runtime": 0,
+                "spec-triton_default": (rows == 1, rows % 16 == 0, cols),
+            }
+            compiled = {}
+            for name, key in keys.items():
+                compiled[name] = 0 if key in seen[name] else 1
+                seen[name].add(key)
+            for l2 in ("warm", "cold"):
+                variants = {}
+                for name, label in SPEC_LABELS.items():
+                    scale = {"spec-all_runtime": 1.3, "torch": 1.5}.get(name, 1.0)
+                    meta: dict[str, Any] = {}
+                    if name in keys:
+                        meta = {"mode": name.removeprefix("spec-"), "first_call_ms": 900.0 if compiled[name] else 0.05,
+                                "compiled_now": compiled[name], "compilations": len(seen[name]), "kernels": 1,
+                                "kernel_names": ["_rms_rows"], "regs": [40 if name != "spec-all_runtime" else 32],
+                                "spills": [spills if name == "spec-all_constexpr" else 0],
+                                "smem_bytes": [16]}  # fmt: skip
+                    variants[name] = {"label": label, **variant(round(t * scale, 4), eager=round(t * scale + 8, 4),
+                                                                eager_run=True, meta=meta)}  # fmt: skip
+                params = {"op": "rms_norm", "direction": "fwd", "dtype": "bf16", "rows": rows, "cols": cols, "l2": l2}
+                sets = 1 if l2 == "warm" else max(2, min(512, math.ceil(4 * L2 / nbytes) + 1))
+                cases.append({"id": f"bf16/{rows}x{cols}/{l2}", "case": params, "bytes": nbytes, "flops": nbytes,
+                              "rotation": {"sets": sets, "bytes": sets * nbytes}, "variants": variants})  # fmt: skip
+    return document("specialization", run_id, started, cases, eager=True, version=4)

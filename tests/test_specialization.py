@@ -85,3 +85,30 @@ def test_compilations_follow_the_specialization() -> None:
     assert added["model_fixed"] <= 1 and added["all_runtime"] <= 1
     # Triton's own rules: rows == 1 is specialized; 7, 64, 100 and 1000 are not all alike mod 16
     assert 1 <= added["triton_default"] <= 3
+
+
+def test_the_study_checks_every_variant_and_records_the_first_call(device) -> None:
+    """bench/studies/specialization.py on a small case: every variant passes the harness's
+    float64 check, and each mode's meta records the first call (no compiled kernel under
+    the interpreter, which the evidence says)."""
+    from bench.harness import compare
+    from bench.studies.specialization import STUDY
+
+    case = {"op": "rms_norm", "direction": "fwd", "dtype": "bf16", "rows": 5, "cols": 130}
+    gen = torch.Generator(device=device).manual_seed(0)
+    inputs = STUDY.inputs(case, device, gen)
+    refs = STUDY.reference(case, inputs)
+    names = []
+    for v in STUDY.variants(case):
+        names.append(v.name)
+        check = compare(v.build(case)(inputs), refs, STUDY.tolerance(case))
+        assert check["passed"], (v.name, check)
+        meta = v.meta(case)
+        if v.name.startswith("spec-"):
+            assert meta["mode"] == v.name.removeprefix("spec-") and meta["first_call_ms"] > 0
+            assert {"compiled_now", "compilations"} <= set(meta)
+            if device.type == "cpu":
+                assert "no compiled kernel" in meta["evidence"]
+    assert names == [f"spec-{m}" for m in MODES] + ["triton", "torch"]
+    ids = [STUDY.case_id(c) for c in STUDY.cases(quick=False)]
+    assert len(ids) == len(set(ids)) and all(c["cols"] <= MAX_BLOCK for c in STUDY.cases(quick=False))

@@ -96,6 +96,48 @@ def plan_observations(view: StudyView) -> list[Claim]:
     return [claim] if claim is not None else []
 
 
+# ----------------------------------------------------------------------------- the training step's backward
+
+FUSED = "triton-fused"
+STEP_PEERS = ("triton", FUSED, "compile", "liger", "quack")
+
+
+def fused_table(view: StudyView) -> Table | None:
+    """The training step with the weight gradient summed two ways: the row plans then a
+    column sum (a second read of dy and h), and the fused persistent pass; beside the fused
+    peers."""
+    cases = [c for c in view.results.cases.values() if FUSED in c.variants]
+    if not cases:
+        return None
+    present = [v for v in STEP_PEERS if any(v in c.variants for c in cases)]
+    cols = [Column("case", "Case", numeric=False), Column("l2", "L2", numeric=False)]
+    cols += [Column(v, view.label(v), f"median µs, {DEVICE_TIME}") for v in present]
+    table = Table("rmsnorm-fused", f"Training step: the weight gradient two ways ({DEVICE_TIME})", cols)
+    for c in sorted(cases, key=lambda c: c.case_id):
+        row: dict[str, Any] = {"case": f"{c.params['dtype']}, {c.shape}", "l2": l2_cell(c)}
+        for v in present:
+            row[v] = time_or_why(c, v)
+        table.rows.append(row)
+    return table
+
+
+def fused_observations(view: StudyView) -> list[Claim]:
+    """Whether one persistent backward pass beats the row plans plus a column sum."""
+    cases = [c for c in view.results.cases.values() if FUSED in c.variants]
+    claim = pairwise(
+        view,
+        "fused-backward",
+        cases,
+        FUSED,
+        OURS,
+        "Device time (graph replay), training step: folding the weight gradient into the backward's one pass beat "
+        "the row plans with a separate column sum in {k} of {n} cases and lost {l} ({u} within the noise), by up to "
+        "{x} ({case}).",
+        lambda won, lost, n: lost == 0 and won > 0,
+    )
+    return [claim] if claim is not None else []
+
+
 # ----------------------------------------------------------------------------- the peers
 
 
@@ -137,7 +179,7 @@ def peer_observations(view: StudyView) -> list[Claim]:
 
 
 def extra(view: StudyView) -> dict[str, Any]:
-    return {"plans": plans_table(view)}
+    return {"plans": plans_table(view), "fused": fused_table(view)}
 
 
 # ----------------------------------------------------------------------------- the page
@@ -166,7 +208,7 @@ PAGE = StudyPage(
         Target("target-eager-liger", EagerEverywhere("liger")),
     ),
     evidence=(CopyShareAt(DRAM_BOUND), SpeedupsAt(DRAM_BOUND, ("liger", "quack")), SpeedupsAt(STEP, ("compile",))),
-    observations=(plan_observations, peer_observations, warm_exceeds_dram, eager_flips),
+    observations=(plan_observations, fused_observations, peer_observations, warm_exceeds_dram, eager_flips),
     explain=explain,
     reasons=REASONS,
     extra=extra,

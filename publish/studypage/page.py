@@ -14,7 +14,7 @@ from publish.studypage.claims import decision, targets
 from publish.studypage.common import rows_of
 from publish.studypage.losses import losses_table
 from publish.studypage.spec import EAGER_LOSSES, LOSSES, SUMMARY, StudyPage, StudyView
-from publish.studypage.tables import sections, summary_table
+from publish.studypage.tables import has_eager, sections, summary_table
 
 
 def observations(view: StudyView) -> list[Claim]:
@@ -31,7 +31,9 @@ def context(spec: StudyPage, results: StudyResults) -> dict[str, Any]:
         "results": results,
         "summary": summary_table(view) if SUMMARY in spec.tables else None,
         "sections": found,
-        "has_eager": any(s["eager"] is not None for s in found),
+        # from the cases, not the sections: a page without per-direction sections (its own
+        # tables instead) still shows its eager losses
+        "has_eager": has_eager(view, list(results.cases.values())),
         "charts": {c.id: c for c in (chart_kinds.chart(view, k) for k in spec.charts) if c is not None},
         "targets": aims,
         "observations": observations(view),
