@@ -57,8 +57,8 @@ for s in "${list[@]}"; do
     grid-rmsnorm) bench ${LAB_GRID_S:-280} rowgrid --only rmsnorm ;;
     specialization-quick) bench 120 specialization --quick ;;
     specialization) bench ${LAB_SPEC_S:-240} specialization ;;
-    matmul-quick) bench ${LAB_MATMUL_S:-240} matmul --quick ;;
-    matmul) bench ${LAB_MATMUL_S:-540} matmul ${LAB_MATMUL_ONLY:+--only "$LAB_MATMUL_ONLY"} ;;
+    matmul-quick) bench ${LAB_MATMUL_S:-420} matmul --quick ;;
+    matmul) bench ${LAB_MATMUL_S:-570} matmul ${LAB_MATMUL_ONLY:+--only "$LAB_MATMUL_ONLY"} ;;
     dispatch-quick) bench 90 dispatch --quick ;;
     dispatch) bench 110 dispatch ;;
     probe) timeout ${LAB_PROBE_S:-200} python3 notes/probe_resident.py 2>&1 | tee "$out/probe-resident.log" | tail -80 ;;
