@@ -151,6 +151,25 @@ def test_transposed_and_strided_operands_are_read_in_place(which, variant, monke
     assert_close(c, reference(a, b), dtype, f"{which} {variant}")
 
 
+def poisoned(rows: int, cols: int, dtype: torch.dtype, key) -> torch.Tensor:
+    """A [rows, cols] view inside a NaN-filled buffer: a guard row above and below, 8 guard
+    columns on each side (row stride cols + 16: 16-byte aligned rows, so TMA still applies).
+    A kernel that reads one element outside the view reads NaN and its result shows it."""
+    buf = torch.full((rows + 2, cols + 16), float("nan"), dtype=dtype)
+    view = buf[1 : rows + 1, 8 : 8 + cols]
+    view.copy_(randn((rows, cols), dtype, key))
+    return view
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_no_read_outside_the_operands(variant) -> None:
+    m, n, k = 37, 45, 40  # ragged tiles in M and N, a K tail of 8 behind one whole block
+    a = poisoned(m, k, torch.bfloat16, "pa")
+    b = poisoned(n, k, torch.bfloat16, "pb").T
+    for x, y in ((a, b), (b.T, a.T)):
+        assert_close(matmul(x, y, variant=variant), reference(x, y), torch.bfloat16, variant)
+
+
 def test_persistent_reads_through_tma_and_falls_back_to_pointers(monkeypatch) -> None:
     """TMA descriptors for 16-byte aligned layouts (both transposes included), pointer loads
     for a misaligned base; the same result either way."""
