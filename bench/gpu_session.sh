@@ -5,7 +5,7 @@
 #
 #   bash bench/gpu_session.sh tests,sweep-quick,grid COMMIT DIRTY(0|1)
 #
-# Stages: tests (pytest -m gpu), probe (notes/probe_resident.py), sweep / sweep-quick (softmax study),
+# Stages: tests (pytest -m gpu: softmax, RMSNorm), tests-new (GEMM, cross-entropy, specialization), probe (notes/probe_resident.py), sweep / sweep-quick (softmax study),
 # rmsnorm / rmsnorm-quick, rowsum / rowsum-quick (row sum and vector add), grid / grid-quick (row-plan
 # grid: softmax's and RMSNorm's cells; grid-rmsnorm: RMSNorm's alone), dispatch / dispatch-quick,
 # specialization / specialization-quick (LAB_SPEC_S),
@@ -46,6 +46,9 @@ for s in "${list[@]}"; do
   case $s in
     tests) timeout ${LAB_TESTS_S:-240} python3 -m pytest -m gpu -q --no-header -p no:cacheprovider ${LAB_TESTS_K:+-k "$LAB_TESTS_K"} \
              tests/test_softmax_gpu.py tests/test_rmsnorm_gpu.py 2>&1 | tee "$out/gpu-tests.log" | tail -25 ;;
+    tests-new) timeout ${LAB_TESTS_S:-300} python3 -m pytest -m gpu -q --no-header -p no:cacheprovider \
+             ${LAB_TESTS_K:+-k "$LAB_TESTS_K"} tests/test_matmul_gpu.py tests/test_cross_entropy_gpu.py \
+             tests/test_specialization.py 2>&1 | tee "$out/gpu-tests-new.log" | tail -25 ;;
     sweep-quick) bench 120 softmax --quick ;;
     sweep) bench ${LAB_SWEEP_S:-330} softmax ;;
     rmsnorm-quick) bench 120 rmsnorm --quick ;;
