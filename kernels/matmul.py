@@ -822,6 +822,9 @@ _matmul_op.register_autograd(_op_backward, setup_context=_setup_context)
 
 _is_compiling = torch.compiler.is_compiling
 _functorch_active = torch._C._are_functorch_transforms_active
+# The eager launch path takes plain tensors and parameters (a layer's bias is one); any
+# other subclass, a tracer or functorch goes through the registered op.
+_PLAIN_TYPES = frozenset((torch.Tensor, torch.nn.Parameter))
 
 
 def _check(a: Any, b: Any, bias: Any, residual: Any, variant: Any, epilogue: Any, precision: Any, config: Any) -> None:
@@ -930,7 +933,7 @@ def matmul(
     """
     _check(a, b, bias, residual, variant, epilogue, precision, config)
     tensors = [t for t in (a, b, bias, residual) if t is not None]
-    if all(type(t) is torch.Tensor and not t.is_meta for t in tensors) and not (_is_compiling() or _functorch_active()):
+    if all(type(t) in _PLAIN_TYPES and not t.is_meta for t in tensors) and not (_is_compiling() or _functorch_active()):
         if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
             return _MatmulFunction.apply(a, b, bias, residual, variant, epilogue, precision, config)
         return _forward(a, b, bias, residual, variant, epilogue, precision, config, False)[0]

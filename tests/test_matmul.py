@@ -352,6 +352,20 @@ def test_torch_compile_fullgraph_matches_eager() -> None:
         assert torch.equal(gc, ge)
 
 
+def test_parameters_take_the_eager_path(monkeypatch) -> None:
+    def refuse(*args):
+        raise AssertionError("the registered op was called")
+
+    monkeypatch.setattr(mm_module, "_matmul_op", refuse)
+    w = torch.nn.Parameter(randn((24, 40), torch.float32, "pw"))
+    bias = torch.nn.Parameter(randn((24,), torch.float32, "pbias"))
+    x = randn((5, 40), torch.float32, "px")
+    c = matmul(x, w.T, epilogue="bias", bias=bias, precision="ieee")
+    c.sum().backward()
+    assert_close(c, reference(x, w.detach().T, "bias", bias=bias.detach()), torch.float32)
+    assert_close(bias.grad, torch.full((24,), 5.0, dtype=torch.float64), torch.float32, "dbias")
+
+
 def test_meta_tensors_take_the_registered_op() -> None:
     c = matmul(torch.empty(5, 7, device="meta"), torch.empty(7, 3, device="meta"), precision="tf32")
     assert c.device.type == "meta" and c.shape == (5, 3)
