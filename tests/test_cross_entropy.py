@@ -16,6 +16,7 @@ from test_softmax import LAYOUTS, OUT_POISON, gen, guarded, guards_intact
 from tolerances import TOL
 
 import kernels
+from kernels import _checks
 from kernels._rowwise import RowPlan, row_layout
 from kernels.cross_entropy import _cross_entropy_op, forward_rows
 
@@ -429,6 +430,12 @@ def test_bad_arguments_name_the_argument(kwargs, error, words) -> None:
         kernels.cross_entropy(**args)
     for w in words:
         assert w in str(info.value), f"{w!r} not in {info.value}"
+
+
+def test_cpu_tensor_refused_outside_the_interpreter(monkeypatch) -> None:
+    monkeypatch.setattr(_checks, "INTERPRETER", False)
+    with pytest.raises(ValueError, match=r"input is on device 'cpu'; expected a CUDA tensor"):
+        kernels.cross_entropy(torch.randn(2, 3), torch.tensor([0, 1]))
 
 
 def test_target_on_another_device_is_refused() -> None:
