@@ -8,7 +8,6 @@ torch.softmax row by row."""
 
 from __future__ import annotations
 
-import sys
 import zlib
 
 import pytest
@@ -350,10 +349,18 @@ def test_bad_dim_dtype_and_plan_are_refused() -> None:
 
 
 def test_cpu_tensor_refused_outside_the_interpreter(monkeypatch) -> None:
-    module = sys.modules["kernels.softmax"]  # the package's attribute of that name is the function
-    monkeypatch.setattr(module, "INTERPRETER", False)
-    with pytest.raises(ValueError, match=r"x is on device 'cpu'; expected a CUDA tensor"):
-        kernels.softmax(torch.ones(2, 3))
+    from kernels import _checks  # every functional's device check
+
+    monkeypatch.setattr(_checks, "INTERPRETER", False)
+    x = torch.ones(2, 3)
+    with pytest.raises(ValueError, match=r"softmax: x is on device 'cpu'; expected a CUDA tensor"):
+        kernels.softmax(x)
+    with pytest.raises(ValueError, match=r"rms_norm: x is on device 'cpu'; expected a CUDA tensor"):
+        kernels.rms_norm(x, (3,))
+    with pytest.raises(ValueError, match=r"row_sum: x is on device 'cpu'; expected a CUDA tensor"):
+        kernels.row_sum(x)
+    with pytest.raises(ValueError, match=r"add: a is on device 'cpu'; expected a CUDA tensor"):
+        kernels.add(x, x)
 
 
 def test_registered_op_passes_opcheck() -> None:
