@@ -8,7 +8,9 @@
 # Stages: tests (pytest -m gpu: softmax, RMSNorm), tests-new (GEMM, cross-entropy, specialization), probe (notes/probe_resident.py), sweep / sweep-quick (softmax study),
 # rmsnorm / rmsnorm-quick, rowsum / rowsum-quick (row sum and vector add), grid / grid-quick (row-plan
 # grid: softmax's and RMSNorm's cells; grid-rmsnorm: RMSNorm's alone), dispatch / dispatch-quick,
-# specialization / specialization-quick (LAB_SPEC_S),
+# specialization / specialization-quick (LAB_SPEC_S), cross_entropy / cross_entropy-quick (LAB_CE_S its time
+# limit, LAB_CE_ONLY=text runs only the case ids holding it, e.g. "fwd+bwd/bf16": torch.compile compiles every
+# case afresh and each case records every variant's peak memory first, so a full sweep may take several calls),
 # matmul / matmul-quick (GEMM; LAB_MATMUL_S its time limit, LAB_MATMUL_ONLY=text runs only the case ids
 # holding it, e.g. "fwd/bf16" or "mm_bias": torch.compile max-autotune compiles every case afresh, so a full
 # sweep may take several calls; LAB_MATMUL_COMPILE_MODE=max-autotune-no-cudagraphs times Inductor's kernels
@@ -60,6 +62,8 @@ for s in "${list[@]}"; do
     grid-rmsnorm) bench ${LAB_GRID_S:-280} rowgrid --only rmsnorm ;;
     specialization-quick) bench 120 specialization --quick ;;
     specialization) bench ${LAB_SPEC_S:-240} specialization ;;
+    cross_entropy-quick) bench ${LAB_CE_S:-300} cross_entropy --quick ;;
+    cross_entropy) bench ${LAB_CE_S:-570} cross_entropy ${LAB_CE_ONLY:+--only "$LAB_CE_ONLY"} ;;
     matmul-quick) bench ${LAB_MATMUL_S:-420} matmul --quick ;;
     matmul) bench ${LAB_MATMUL_S:-570} matmul ${LAB_MATMUL_ONLY:+--only "$LAB_MATMUL_ONLY"} ;;
     dispatch-quick) bench 90 dispatch --quick ;;

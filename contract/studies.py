@@ -37,6 +37,7 @@ REGISTRY: tuple[StudyEntry, ...] = (
     StudyEntry("rowsum_add"),  # an add of n elements is a case of 1 x n
     StudyEntry("matmul", params=("rows", "cols", "k")),  # C[rows, cols] = A[rows, k] @ B[k, cols]: M×N×K
     StudyEntry("specialization"),  # one RMSNorm source, its sizes compile-time or runtime
+    StudyEntry("cross_entropy"),  # N tokens x V classes: rows x cols
 )
 
 

@@ -62,6 +62,7 @@ FORMATS = {
     "ms": lambda v: f"{v:g} ms",
     "s": lambda v: f"{v:g} s",
     "MiB": lambda v: f"{v:,.0f} MiB",
+    "bytes": lambda v: f"{v:,.0f} bytes",
     "count": lambda v: f"{v:,.0f}",
     "p": lambda v: f"{v:.2g}",
     "relerr": lambda v: f"{v:.2g}",

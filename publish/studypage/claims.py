@@ -10,7 +10,7 @@ from markupsafe import Markup
 
 from contract import studies
 from publish.claims import Claim, sentence
-from publish.numbers import Num
+from publish.numbers import Num, Source
 from publish.results import CaseResult
 from publish.studypage.common import VERDICT_WORDS, cases_evidence, count, refusal
 from publish.studypage.spec import (
@@ -21,6 +21,7 @@ from publish.studypage.spec import (
     EagerEverywhere,
     Faster,
     MatrixShareAt,
+    MetaAtMost,
     NoSlower,
     SpeedupsAt,
     StudyView,
@@ -137,12 +138,42 @@ def _at_most(view: StudyView, m: AtMost) -> Evaluation:
     return evaluate
 
 
+def _meta_at_most(view: StudyView, m: MetaAtMost) -> Evaluation:
+    """A number the variant's meta holds, at most the bound of the case."""
+    label = view.label(m.variant)
+
+    def evaluate(c: CaseResult) -> tuple[Markup, bool]:
+        v = c.variants.get(m.variant)
+        if v is None:
+            return sentence("{v} was not run", v=label), False
+        value = v.meta.get(m.key)
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            why = str(v.meta.get("memory") or v.meta.get("meta_error") or "not recorded in this run")
+            return sentence("{what} not measured ({why})", what=m.what, why=why[:160]), False
+        source = Source(c.run.run_id, c.case_id, m.variant, f"meta {m.key}", f"{m.what}, as the sweep recorded it")
+        limit = m.bound(c)
+        shown = Num(value / m.scale, m.unit, (source,), note=m.what)
+        bound = Num(limit / m.scale, m.unit, (Source(c.run.run_id, c.case_id, statistic="the case's shape"),),
+                    note=m.limit)  # fmt: skip
+        return sentence("{what} {value}, bound {bound}", what=m.what, value=shown, bound=bound), value <= limit
+
+    return evaluate
+
+
 def _head(view: StudyView, t: Target, found: CaseResult | None) -> Markup:
     """The target in words: the measure, the case (as the data hold it), the condition."""
     m = t.metric
     assert t.case is not None and not isinstance(m, EagerEverywhere)
     eager = getattr(m, "eager", False)
     where = t.case.describe(found) + (f", {t.l2[0]} L2" if len(t.l2) == 1 else "")
+    if isinstance(m, MetaAtMost):
+        return sentence(
+            "Recorded by the sweep, {where}, {v}: {what} at most {limit}.",
+            where=where,
+            v=view.label(m.variant),
+            what=m.what,
+            limit=m.limit,
+        )
     if isinstance(m, CopyShare):
         condition, values = " at least {t} of the copy bandwidth.", {"t": m.threshold}
     elif isinstance(m, NoSlower):
@@ -188,6 +219,8 @@ def case_target(view: StudyView, t: Target) -> Claim:
         if isinstance(m, Faster)
         else _at_least(view, m)
         if isinstance(m, AtLeast)
+        else _meta_at_most(view, m)
+        if isinstance(m, MetaAtMost)
         else _at_most(view, m)  # type: ignore[arg-type]
     )
     parts, ok = [], True

@@ -132,7 +132,24 @@ class EagerEverywhere:
     peer: str
 
 
-Metric = NoSlower | Faster | CopyShare | AtMost | AtLeast | EagerEverywhere
+@dataclass(frozen=True)
+class MetaAtMost:
+    """A number ``variant``'s stored meta holds (``key``, e.g. a peak of memory in bytes) at
+    most ``bound(case)`` (same unit): a result that is not a time, read from the run as the
+    sweep recorded it.  ``what`` names the number and ``limit`` the bound, in words; shown
+    divided by ``scale`` as ``unit`` (a key of :data:`publish.numbers.FORMATS`).  A case
+    where the variant recorded no such number misses the target and says why."""
+
+    variant: str
+    key: str
+    bound: Callable[[CaseResult], float]
+    what: str
+    limit: str
+    unit: str = "int"
+    scale: float = 1.0
+
+
+Metric = NoSlower | Faster | CopyShare | AtMost | AtLeast | EagerEverywhere | MetaAtMost
 
 
 @dataclass(frozen=True)

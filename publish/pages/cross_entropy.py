@@ -1,0 +1,341 @@
+"""The cross-entropy case study (issue 10): its page declared (peers, targets, tables, charts),
+and what only this study has: peak memory as a result beside time.  Each variant's meta
+(bench/studies/cross_entropy.py) stores the step's peak above its inputs (``peak_bytes``,
+``torch.cuda.max_memory_allocated``) and the logits' size; this page puts them beside the
+median device times, holds our in-place mode to the issue's memory target (logits + O(N)),
+and checks from the data whether ours, where it loses on time, wins on memory.  Every win and
+loss is the one verdict's.  The generic machinery is :mod:`publish.studypage`; the prose is
+``templates/cross_entropy.md.j2``.  Peers and their labels come from the run files."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from publish.claims import Claim, sentence
+from publish.numbers import Num, Source, definition
+from publish.results import CaseResult, Measurement
+from publish.studypage.claims import eager_flips, pairwise
+from publish.studypage.common import DEVICE_TIME, cases_evidence, refusal, time_or_why
+from publish.studypage.spec import (
+    DIRECTION_TITLES,
+    DTYPE_ORDER,
+    AtMost,
+    Bandwidth,
+    Case,
+    DeviceVsEager,
+    MetaAtMost,
+    NoSlower,
+    Speedups,
+    SpeedupsAt,
+    StudyPage,
+    StudyView,
+    Target,
+)
+from publish.tables import Column, Table, Text
+
+OP = "cross_entropy"  # the plain loss; its variations have tables of their own (below)
+OURS = "triton"  # kernels.cross_entropy: the gradient into a new buffer
+INPLACE = "triton-inplace"  # inplace_backward=True: the gradient over the logits
+PEERS = (INPLACE, "torch", "compile", "liger", "quack")
+VARIANTS = (OURS, *PEERS)
+OPS = {OP: "", "cross_entropy_ls": "label smoothing 0.1", "cross_entropy_softcap": "soft cap 30"}
+MIB = 2**20
+# The issue's case: 8192 tokens x Llama 3's vocabulary, a bf16 training step.
+STEP = Case("fwd+bwd", "bf16", 8192, 128256, op=OP)
+FWD = Case("fwd", "bf16", 8192, 128256, op=OP)
+LIGER_SHARE = definition(0.7, "x_set", "target: our training step's time at most this multiple of Liger's")
+PER_TOKEN = 64  # bytes: "O(N)", sixteen fp32 numbers per token (per-row losses, scales, masks)
+
+
+def _per_token_bound(c: CaseResult) -> float:
+    return float(PER_TOKEN * int(c.params["rows"]))
+
+
+MEMORY_TARGET = MetaAtMost(
+    INPLACE,
+    "peak_bytes",
+    _per_token_bound,
+    "the step's peak memory above its inputs",
+    f"{PER_TOKEN} bytes per token (the whole step within the logits plus O(N))",
+    unit="bytes",
+)
+
+
+# ----------------------------------------------------------------------------- memory from meta
+
+
+def peak(m: Measurement | None) -> int | None:
+    """The step's peak memory with its inputs (bytes), as the sweep recorded it, or None."""
+    if m is None:
+        return None
+    extra, inputs = m.meta.get("peak_bytes"), m.meta.get("inputs_bytes")
+    ok = all(isinstance(v, int) and not isinstance(v, bool) for v in (extra, inputs))
+    return int(extra) + int(inputs) if ok else None  # type: ignore[arg-type]
+
+
+def peak_num(c: CaseResult, variant: str) -> Num | Text:
+    """The peak in MiB, linked to its run, case and variant; or why there is none."""
+    m = c.variants.get(variant)
+    if m is None:
+        return Text("—", "not run for this case")
+    value = peak(m)
+    if value is None:
+        return Text("not measured", str(m.meta.get("memory") or m.meta.get("meta_error") or "not recorded"))
+    what = "inputs (logits and targets) plus the most one step allocated above them"
+    src = Source(c.run.run_id, c.case_id, variant, "meta inputs_bytes + peak_bytes", "torch.cuda.max_memory_allocated")
+    return Num(value / MIB, "MiB", (src,), note=what)
+
+
+def _logits(c: CaseResult) -> int | None:
+    for m in c.variants.values():
+        v = m.meta.get("logits_bytes")
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+    return None
+
+
+def _title(c: CaseResult) -> str:
+    """ "Forward + backward, bf16, 8192×128256" (then ", soft cap 30")."""
+    op = str(c.params.get("op", OP))
+    tail = f", {OPS[op]}" if OPS.get(op) else ""
+    return f"{DIRECTION_TITLES.get(c.params['direction'], c.params['direction'])}, {c.params['dtype']}, {c.shape}{tail}"
+
+
+def _order(c: CaseResult) -> tuple[Any, ...]:
+    op = str(c.params.get("op", OP))
+    dtype = c.params["dtype"]
+    rank = DTYPE_ORDER.index(dtype) if dtype in DTYPE_ORDER else len(DTYPE_ORDER)
+    return (list(OPS).index(op) if op in OPS else len(OPS), rank, c.params["cols"], c.params["rows"])
+
+
+def memory_table(view: StudyView, direction: str) -> Table | None:
+    """Per case of ``direction``, each variant's median device time and its step's peak
+    memory (inputs included) in MiB, side by side; and the logits' own size."""
+    cases = sorted((c for c in view.results.cases.values() if c.params["direction"] == direction), key=_order)
+    if not cases:
+        return None
+    cols = [
+        Column("case", "Case", numeric=False),
+        Column("variant", "Variant", numeric=False),
+        Column("time", "Median µs", f"median, {DEVICE_TIME}"),
+        Column("peak", "Peak MiB", "inputs (logits and targets) plus the most one step allocated above them"),
+        Column("times", "× logits", "the peak over the logits' own size"),
+    ]
+    title = DIRECTION_TITLES.get(direction, direction)
+    table_id = f"cross_entropy-memory-{direction.replace('+', '')}"
+    table = Table(table_id, f"{title}: time and peak memory side by side", cols)
+    for c in cases:
+        logits = _logits(c)
+        first = True
+        for v in VARIANTS:
+            if v not in c.variants:
+                continue
+            value = peak(c.variants[v])
+            ratio: Num | Text = Text("—", "no peak recorded")
+            if value is not None and logits:
+                src = Source(c.run.run_id, c.case_id, v, "meta (inputs_bytes + peak_bytes) / logits_bytes")
+                ratio = Num(value / logits, "x", (src,), note="the step's peak over the logits' size")
+            table.rows.append(
+                {
+                    "case": Text(_title(c) if first else ""),
+                    "variant": Text(view.label(v)),
+                    "time": time_or_why(c, v),
+                    "peak": peak_num(c, v),
+                    "times": ratio,
+                }
+            )
+            first = False
+    return table
+
+
+# ----------------------------------------------------------------------------- observations
+
+
+def _steps(view: StudyView) -> list[CaseResult]:
+    return sorted((c for c in view.results.cases.values() if c.params["direction"] == "fwd+bwd"), key=_order)
+
+
+def time_for_memory(view: StudyView) -> list[Claim]:
+    """Where fused loses on time, does it win memory?  Every training-step comparison our
+    variants (new buffer, in place) lost on device time by the one verdict, and whether
+    ours held the lower peak there (the peaks as each run recorded them)."""
+    lost: list[tuple[CaseResult, str, str]] = []
+    for c in _steps(view):
+        for ours in (OURS, INPLACE):
+            for peer in PEERS:
+                if peer != ours and view.outcome(c, peer, ours) == "loss":
+                    lost.append((c, ours, peer))
+    measured = [(c, o, p) for c, o, p in lost if peak(c.variants[o]) is not None and peak(c.variants[p]) is not None]
+    if not lost:
+        compared = [c for c in _steps(view) if any(view.outcome(c, p, OURS) is not None for p in PEERS)]
+        if not compared:
+            return []
+        return [
+            Claim(
+                "time-for-memory",
+                sentence(
+                    "Device time (graph replay), training step: ours lost no comparison in the {n} cases measured, so "
+                    "there is no time-for-memory trade to report.",
+                    n=Num(len(compared), "count"),
+                ),
+                True,
+            )
+        ]
+    lower = [(c, o, p) for c, o, p in measured if peak(c.variants[o]) < peak(c.variants[p])]  # type: ignore[operator]
+    not_lower = [(c, o, p) for c, o, p in measured if (c, o, p) not in lower]
+    text = sentence(
+        "Device time (graph replay), training step: where ours lost on time (by the verdict), it held less memory: in "
+        "{k} of the {n} comparisons it lost with both peaks recorded, its peak was the lower one",
+        k=Num(len(lower), "count"),
+        n=Num(len(measured), "count"),
+    )
+    if lower:
+        c, o, p = max(lower, key=lambda f: peak(f[0].variants[f[2]]) / max(peak(f[0].variants[f[1]]) or 1, 1))  # type: ignore[operator]
+        text += sentence(
+            "; the widest: {case}, {ours} {mo} against {peer} {mp} (its time {x})",
+            case=c.case_id,
+            ours=view.label(o),
+            mo=peak_num(c, o),  # type: ignore[arg-type]
+            peer=view.label(p),
+            mp=peak_num(c, p),  # type: ignore[arg-type]
+            x=c.speedup(o, p),  # type: ignore[arg-type]
+        )
+    unmeasured = len(lost) - len(measured)
+    if unmeasured:
+        text += sentence(" ({u} more losses have no recorded peak)", u=Num(unmeasured, "count"))
+    text += sentence(".")
+    return [
+        Claim(
+            "time-for-memory",
+            text,
+            bool(measured) and not not_lower,
+            evidence=cases_evidence("ours lost on time without saving memory", [f[0] for f in not_lower]),
+        )
+    ]
+
+
+def inplace_observations(view: StudyView) -> list[Claim]:
+    """Writing the gradient over the logits: what it costs in time (the one verdict) and
+    whether the peak stays within the logits plus O(N) in every training step."""
+    steps = _steps(view)
+    out = []
+    cost = pairwise(
+        view,
+        "inplace-costs-no-time",
+        steps,
+        INPLACE,
+        OURS,
+        "Device time (graph replay), training step: writing the gradient over the logits beat writing it into a new "
+        "buffer in {k} of {n} cases and lost {l} ({u} within the noise; the widest gap {x}, {case}): the memory "
+        "saving costs no time.",
+        lambda won, lost, n: lost == 0,
+    )
+    liger = pairwise(
+        view,
+        "inplace-against-liger",
+        steps,
+        INPLACE,
+        "liger",
+        "Device time (graph replay), training step, both writing the gradient over the logits: ours beat Liger-Kernel "
+        "in {k} of {n} cases and lost {l} ({u} within the noise; up to {x}, {case}).",
+        lambda won, lost, n: lost == 0,
+    )
+    out += [c for c in (cost, liger) if c is not None]
+    recorded = [(c, m) for c in steps if (m := c.variants.get(INPLACE)) is not None and peak(m) is not None]
+    if recorded:
+        over = [c for c, m in recorded if int(m.meta["peak_bytes"]) > _per_token_bound(c)]
+        out.append(
+            Claim(
+                "inplace-memory-everywhere",
+                sentence(
+                    "Recorded by the sweep: in place, the step's peak stayed within the logits plus {b} bytes per "
+                    "token in {k} of the {n} training steps whose peak was recorded: no second [N, V] tensor.",
+                    b=Num(PER_TOKEN, "int"),
+                    k=Num(len(recorded) - len(over), "count"),
+                    n=Num(len(recorded), "count"),
+                ),
+                not over,
+                evidence=cases_evidence("over the bound", over),
+            )
+        )
+    return out
+
+
+def peer_observations(view: StudyView) -> list[Claim]:
+    """What QuACK and Liger declined (label smoothing, the soft cap, rows that are not a
+    multiple of 16 bytes, a missing package), read from each variant's record."""
+    out = []
+    for peer in ("liger", "quack"):
+        offered = [c for c in view.results.cases.values() if peer in c.variants]
+        refused = [c for c in offered if (c.variants[peer].error or "").startswith("refused")]
+        if offered:
+            out.append(
+                Claim(
+                    f"{peer}-refusals",
+                    sentence(
+                        "{peer} declined {r} of the {n} cases it was offered; those cases show no {peer} time (each "
+                        "table cell says why).",
+                        peer=view.label(peer),
+                        r=Num(len(refused), "count"),
+                        n=Num(len(offered), "count"),
+                    ),
+                    True,
+                    evidence=cases_evidence("refused", refused),
+                )
+            )
+    return out
+
+
+# ----------------------------------------------------------------------------- the variations
+
+
+def variations_table(view: StudyView) -> Table | None:
+    """Label smoothing and the soft cap: every variant's median device time."""
+    cases = sorted((c for c in view.results.cases.values() if c.params.get("op", OP) != OP), key=_order)
+    if not cases:
+        return None
+    present = [v for v in VARIANTS if any(v in c.variants for c in cases)]
+    cols = [Column("case", "Case", numeric=False)]
+    cols += [Column(v, view.label(v), f"median µs, {DEVICE_TIME}") for v in present]
+    table = Table("cross_entropy-variations", f"Label smoothing and the soft cap ({DEVICE_TIME})", cols)
+    for c in cases:
+        row: dict[str, Any] = {"case": Text(_title(c))}
+        for v in present:
+            row[v] = time_or_why(c, v) if v in c.variants else refusal(c, v)
+        table.rows.append(row)
+    return table
+
+
+def extra(view: StudyView) -> dict[str, Any]:
+    return {
+        "memory_fwd": memory_table(view, "fwd"),
+        "memory_step": memory_table(view, "fwd+bwd"),
+        "variations": variations_table(view),
+    }
+
+
+# ----------------------------------------------------------------------------- the page
+
+PAGE = StudyPage(
+    study="cross_entropy",
+    title="Cross-entropy",
+    summary="the loss over a vocabulary and its gradient in one pass over the logits (in a new buffer or over the "
+    "logits), against F.cross_entropy, torch.compile, Liger-Kernel and QuACK; device time and peak memory",
+    ours=OURS,
+    peers=PEERS,
+    op=OP,
+    charts=(
+        Speedups("fwd+bwd"),
+        Speedups("fwd"),
+        Bandwidth("fwd+bwd", (OURS, INPLACE, "compile", "liger", "quack")),
+        DeviceVsEager("fwd+bwd", (OURS, "torch", "liger")),
+    ),
+    targets=(
+        Target("target-liger-step-8192x128256", AtMost("liger", LIGER_SHARE), STEP, ("cold",)),
+        Target("target-memory-step-8192x128256", MEMORY_TARGET, STEP, ("cold",)),
+        Target("target-compile-step-8192x128256", NoSlower("compile"), STEP, ("cold",)),
+    ),
+    evidence=(SpeedupsAt(STEP, ("liger", "compile")), SpeedupsAt(FWD, ("torch", "compile"))),
+    observations=(time_for_memory, inplace_observations, peer_observations, eager_flips),
+    extra=extra,
+)
