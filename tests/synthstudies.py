@@ -409,7 +409,8 @@ def cross_entropy_doc(
             peak = _ce_peak(name, case, logits, inplace_per_token=inplace_per_token, compile_lean=compile_lean)
             meta = {"logits_bytes": logits, "peak_bytes": peak, "inputs_bytes": inputs, "memory": CE_MEMORY}
             if name == "liger":
-                meta |= {"version": "0.8.5", "entry": "liger_kernel.ops.cross_entropy.LigerCrossEntropyFunction"}
+                meta |= {"version": "0.8.5", "entry": "liger_kernel.ops.cross_entropy.LigerCrossEntropyFunction",
+                         "gradient": "written over the logits by the forward when they require grad"}  # fmt: skip
             if refused:
                 error = "refused: QuACK's cross_entropy takes neither label_smoothing nor a softcap"
                 if case["op"] == "cross_entropy":

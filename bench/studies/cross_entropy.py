@@ -196,11 +196,19 @@ def _liger_meta(case: Params) -> dict[str, Any]:
         version = metadata.version("liger-kernel")
     except metadata.PackageNotFoundError:
         return {}
-    return {
-        "version": version,
-        "entry": "liger_kernel.ops.cross_entropy.LigerCrossEntropyFunction",
-        "gradient": "written over the logits by the forward when they require grad",
-    }
+    out = {"version": version, "entry": "liger_kernel.ops.cross_entropy.LigerCrossEntropyFunction"}
+    try:  # versions since late 2024 skip the gradient when the logits do not require grad
+        import liger_kernel.ops.cross_entropy as module
+
+        loss_only = "HAS_GRADIENTS" in inspect.getsource(module)
+    except (ImportError, OSError, TypeError):
+        return out
+    out["gradient"] = "written over the logits by the forward" + (
+        " when they require grad (a forward alone computes the loss only)"
+        if loss_only
+        else ", even for a forward alone (this version has no loss-only path)"
+    )
+    return out
 
 
 # ----------------------------------------------------------------------------- QuACK
