@@ -170,10 +170,10 @@ def test_the_stored_runs_are_all_in_the_ledger() -> None:
 
 
 def test_a_run_of_a_study_with_no_page_stops_the_build(project) -> None:
-    doc = synthruns.document("matmul", "matmul-20261202T000000Z-bbbbbbb", "2026-12-02T00:00:00Z", [])
+    doc = synthruns.document("unregistered", "unregistered-20261202T000000Z-bbbbbbb", "2026-12-02T00:00:00Z", [])
     path = synthruns.write(project, doc)
     err = _fails(project, path.name, "study")
-    assert "'matmul' has no page" in err.problem
+    assert "'unregistered' has no page" in err.problem
 
 
 # ----------------------------------------------------------------------------- 4. one GPU per study
