@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from publish.claims import Claim, sentence
-from publish.numbers import Num, Source, definition
+from publish.numbers import Num, definition
 from publish.results import CaseResult
 from publish.studypage.claims import eager_flips
-from publish.studypage.common import DEVICE_TIME, cases_evidence, l2_cell, refusal, time_or_why
+from publish.studypage.common import DEVICE_TIME, cases_evidence, l2_cell, meta_num, refusal, time_or_why
 from publish.studypage.spec import (
     BANDWIDTH,
     DIRECTION_TITLES,
@@ -79,25 +79,6 @@ def _parity(case: Case) -> Target:
 
 
 # ----------------------------------------------------------------------------- evidence from meta
-
-
-def meta_num(c: CaseResult, variant: str, key: str, kind: str = "int", *, part: str | None = None) -> Num | Text:
-    """A count a variant's meta stores (summed over the kernels one call launched), linked
-    to its run and case; or why there is none."""
-    m = c.variants.get(variant)
-    if m is None:
-        return Text("—", "not run for this case")
-    meta = m.meta if part is None else (m.meta.get(part) or {})
-    value = meta.get(key)
-    if isinstance(value, list):
-        if not value or any(v is None for v in value):
-            return Text("—", str(meta.get("sass") or meta.get("evidence") or "not recorded"))
-        value = max(value) if key in ("regs", "smem_bytes") else sum(value)
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        why = meta.get("evidence_error") or meta.get("evidence") or meta.get("sass") or "not recorded in this run"
-        return Text("—", str(why))
-    what = f"{key} as the sweep read it from the compiled kernel(s)"
-    return Num(value, kind, (Source(c.run.run_id, c.case_id, variant, f"meta {key}", what),), note=what)
 
 
 def matrix_path(c: CaseResult, variant: str) -> str:

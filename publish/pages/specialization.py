@@ -17,22 +17,13 @@ from publish.claims import Claim, sentence
 from publish.numbers import Num, Source
 from publish.results import CaseResult, Measurement
 from publish.studypage.claims import eager_flips, pairwise
-from publish.studypage.common import cases_evidence
+from publish.studypage.common import cases_evidence, meta_num
 from publish.studypage.spec import EAGER_LOSSES, LOSSES, SUMMARY, Case, SpeedupsAt, StudyPage, StudyView
 from publish.tables import Column, Table, Text
 
 MODES = ("spec-model_fixed", "spec-all_constexpr", "spec-all_runtime", "spec-triton_default")
 OURS = "spec-model_fixed"  # what kernels.rms_norm does: the width constexpr, the row count runtime
 PEERS = (*MODES[1:], "triton", "torch")
-
-
-def _meta_num(m: Measurement, key: str, kind: str, what: str) -> Num | None:
-    value = m.meta.get(key)
-    if isinstance(value, list):  # per compiled kernel; this study launches one
-        value = value[0] if len(value) == 1 else None
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return None
-    return Num(float(value), kind, (Source(m.run.run_id, m.case_id, m.variant, f"{what}, recorded by the sweep"),))
 
 
 def _widths(view: StudyView) -> list[int]:
@@ -50,9 +41,9 @@ def _compiles(cases: list[CaseResult], mode: str) -> tuple[int, list[Measurement
     return sum(int(m.meta["compiled_now"]) for m in read), read
 
 
-def _spills(m: Measurement) -> float:
-    n = _meta_num(m, "spills", "int", "spilled registers")
-    return 0.0 if n is None else n.value
+def _spills(c: CaseResult, mode: str) -> float:
+    n = meta_num(c, mode, "spills")
+    return n.value if isinstance(n, Num) else 0.0
 
 
 # ----------------------------------------------------------------------------- tables
@@ -65,18 +56,18 @@ def code_table(view: StudyView) -> Table | None:
     for width in _widths(view):
         cases = _cases(view, width)
         for mode in MODES:
-            found = [m for c in cases if (m := c.get(mode)) is not None and "regs" in m.meta]
+            found = [c for c in cases if (m := c.get(mode)) is not None and "regs" in m.meta]
             if not found:
                 continue
-            m = found[-1]
-            regs = sorted({str(x.meta["regs"]) for x in found})
+            last = found[-1]
+            regs = sorted({str(c.variants[mode].meta["regs"]) for c in found})
             rows.append(
                 {
                     "width": Text(str(width)),
                     "mode": Text(view.label(mode)),
-                    "regs": _meta_num(m, "regs", "int", "registers per thread") or Text("not recorded"),
-                    "spills": _meta_num(m, "spills", "int", "spilled registers") or Text("not recorded"),
-                    "smem": _meta_num(m, "smem_bytes", "int", "shared memory, bytes") or Text("not recorded"),
+                    "regs": meta_num(last, mode, "regs"),
+                    "spills": meta_num(last, mode, "spills"),
+                    "smem": meta_num(last, mode, "smem_bytes"),
                     "varies": Text("same at every batch size" if len(regs) == 1 else "differs by batch size"),
                 }
             )
@@ -190,10 +181,9 @@ def speed_observations(view: StudyView) -> list[Claim]:
         lambda won, lost, n: lost == 0 and won >= n / 2,
     )
     out += [c for c in (rows_const, width_const) if c is not None]
-    with_spills = [(c, m) for c in cases for mode in MODES if (m := c.get(mode)) is not None and "spills" in m.meta]
+    with_spills = [c for c in cases if any((m := c.get(mode)) is not None and "spills" in m.meta for mode in MODES)]
     if with_spills:
-        spilled_at = {c.case_id: c for c, m in with_spills if _spills(m) > 0}
-        spilled = [spilled_at[k] for k in sorted(spilled_at)]
+        spilled = [c for c in with_spills if any(_spills(c, mode) > 0 for mode in MODES)]
         out.append(
             Claim(
                 "no-spills",

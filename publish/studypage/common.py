@@ -89,3 +89,23 @@ def cases_evidence(label: str, cases: list[CaseResult]) -> Markup:
 
 def plain(markup: Markup) -> str:
     return Text.rich(markup).text
+
+
+def meta_num(c: CaseResult, variant: str, key: str, kind: str = "int", *, part: str | None = None) -> Num | Text:
+    """A number a variant's meta stores, linked to its run and case; or why there is none.
+    Per-kernel lists (bench/evidence.py) give their largest value for registers and shared
+    memory and their sum otherwise (counts over the kernels one call launched)."""
+    m = c.variants.get(variant)
+    if m is None:
+        return Text("—", "not run for this case")
+    meta = m.meta if part is None else (m.meta.get(part) or {})
+    value = meta.get(key)
+    if isinstance(value, list):
+        if not value or any(v is None for v in value):
+            return Text("—", str(meta.get("sass") or meta.get("evidence") or "not recorded"))
+        value = max(value) if key in ("regs", "smem_bytes") else sum(value)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        why = meta.get("evidence_error") or meta.get("evidence") or meta.get("sass") or "not recorded in this run"
+        return Text("—", str(why))
+    what = f"{key} as the sweep read it from the compiled kernel(s)"
+    return Num(value, kind, (Source(c.run.run_id, c.case_id, variant, f"meta {key}", what),), note=what)
