@@ -23,9 +23,18 @@ _is_compiling = torch.compiler.is_compiling
 _functorch_active = torch._C._are_functorch_transforms_active
 
 
-def eager_path(x: torch.Tensor) -> bool:
-    """True when the eager launch path applies: a plain tensor, no tracer, no functorch."""
-    return type(x) is torch.Tensor and not x.is_meta and not _is_compiling() and not _functorch_active()
+# Plain tensors and parameters (a layer's weight or bias is one); any other subclass goes
+# through the registered op, which its __torch_function__ / __torch_dispatch__ understands.
+_PLAIN_TYPES = frozenset((torch.Tensor, torch.nn.Parameter))
+
+
+def eager_path(*tensors: torch.Tensor | None) -> bool:
+    """True when the eager launch path applies to these tensors (``None`` entries skipped):
+    plain tensors or parameters, none of them meta, no tracer, no functorch."""
+    for t in tensors:
+        if t is not None and (type(t) not in _PLAIN_TYPES or t.is_meta):
+            return False
+    return not _is_compiling() and not _functorch_active()
 
 
 def check_tensor(fn: str, name: str, x: object, *, optional: bool = False) -> None:

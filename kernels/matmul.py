@@ -80,6 +80,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels._checks import check_device, check_same_device, check_tensor, eager_path
 from kernels._launch import INTERPRETER, FastKernel
 from kernels._rowwise import column_sum, sm_count
 
@@ -820,31 +821,19 @@ _matmul_op.register_autograd(_op_backward, setup_context=_setup_context)
 
 # =============================================================================== functional
 
-_is_compiling = torch.compiler.is_compiling
-_functorch_active = torch._C._are_functorch_transforms_active
-# The eager launch path takes plain tensors and parameters (a layer's bias is one); any
-# other subclass, a tracer or functorch goes through the registered op.
-_PLAIN_TYPES = frozenset((torch.Tensor, torch.nn.Parameter))
-
 
 def _check(a: Any, b: Any, bias: Any, residual: Any, variant: Any, epilogue: Any, precision: Any, config: Any) -> None:
     """Validate :func:`matmul`'s arguments (each error names the argument)."""
     for name, t in (("a", a), ("b", b)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"matmul: {name} must be a torch.Tensor, got {type(t).__name__}")
+        check_tensor("matmul", name, t)
         if t.dim() != 2:
             raise ValueError(f"matmul: {name} must be 2-D, got shape {list(t.shape)}")
         if t.dtype not in DTYPES:
             raise TypeError(f"matmul: {name} has dtype {t.dtype}; expected float16, bfloat16 or float32")
     if b.dtype != a.dtype:
         raise TypeError(f"matmul: b has dtype {b.dtype} but a has {a.dtype}; pass operands of one dtype")
-    if not (a.is_cuda or a.is_meta or (INTERPRETER and a.is_cpu)):
-        raise ValueError(
-            f"matmul: a is on device '{a.device}'; expected a CUDA tensor "
-            "(CPU tensors run only under TRITON_INTERPRET=1)"
-        )
-    if b.device != a.device:
-        raise ValueError(f"matmul: b is on {b.device} but a is on {a.device}")
+    check_device("matmul", "a", a)
+    check_same_device("matmul", "b", b, "a", a)
     if a.shape[1] != b.shape[0]:
         raise ValueError(
             f"matmul: inner dimensions differ: a is {list(a.shape)} and b is {list(b.shape)} (a.shape[1] != b.shape[0])"
@@ -870,14 +859,12 @@ def _check(a: Any, b: Any, bias: Any, residual: Any, variant: Any, epilogue: Any
             continue
         if not wanted:
             raise ValueError(f"matmul: {name} was given but epilogue={epilogue!r} does not use it")
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"matmul: {name} must be a torch.Tensor or None, got {type(t).__name__}")
+        check_tensor("matmul", name, t, optional=True)
         if list(t.shape) != shape:
             raise ValueError(f"matmul: {name} must have shape {shape}, got {list(t.shape)}")
         if t.dtype != a.dtype:
             raise TypeError(f"matmul: {name} has dtype {t.dtype} but a has {a.dtype}")
-        if t.device != a.device:
-            raise ValueError(f"matmul: {name} is on {t.device} but a is on {a.device}")
+        check_same_device("matmul", name, t, "a", a)
     if config is not None:
         if not isinstance(config, TileConfig):
             raise TypeError(f"matmul: config must be a TileConfig or None, got {type(config).__name__}")
@@ -933,7 +920,7 @@ def matmul(
     """
     _check(a, b, bias, residual, variant, epilogue, precision, config)
     tensors = [t for t in (a, b, bias, residual) if t is not None]
-    if all(type(t) in _PLAIN_TYPES and not t.is_meta for t in tensors) and not (_is_compiling() or _functorch_active()):
+    if eager_path(a, b, bias, residual):
         if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
             return _MatmulFunction.apply(a, b, bias, residual, variant, epilogue, precision, config)
         return _forward(a, b, bias, residual, variant, epilogue, precision, config, False)[0]
