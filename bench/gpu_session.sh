@@ -14,11 +14,12 @@
 # matmul / matmul-quick (GEMM; LAB_MATMUL_S its time limit, LAB_MATMUL_ONLY=text runs only the case ids
 # holding it, e.g. "fwd/bf16" or "mm_bias": torch.compile max-autotune compiles every case afresh, so a full
 # sweep may take several calls; LAB_MATMUL_COMPILE_MODE=max-autotune-no-cudagraphs times Inductor's kernels
-# without its own CUDA graphs, bench/studies/matmul.py says why).  Wheels: Liger-Kernel in .whl/; QuACK's halves in .quack1/
-# (copied to /tmp/quack, which lives as long as the machine) and .quack2/ (reassembled and
-# installed; ../shared/device/quack-prepare.sh explains).  Where the working tree plus .quack1
-# pass the 64 MiB a call carries, .quack1's small wheels and cu13.name move to .quack0/, carried
-# by a call of its own (stages "none") just before.  LAB_TESTS_K=expr limits the tests.
+# without its own CUDA graphs, bench/studies/matmul.py says why).  Wheels: Liger-Kernel in .whl/; QuACK's
+# parts in .quack0/ .quack1/ .quack2/, each carried by its own call, back to back (copied to /tmp/quack,
+# which lives as long as the machine; installed once the last part is there): either the raw halves
+# ../shared/device/quack-prepare.sh writes, or those repacked by bench/quack_xz.sh so that each fits a
+# call beside the working tree.  Stage "gpu-tests" runs every GPU test file in parallel processes
+# (pytest-xdist: Triton compiles on the CPU, and these check results, not times).  LAB_TESTS_K=expr limits the tests.
 set -u -o pipefail
 stages=$1; commit=$2; dirty=$3
 out=${OUT:-/tmp/out}; mkdir -p "$out/runs"
@@ -27,11 +28,19 @@ site=/tmp/site
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $site .whl/*.whl
 fi
-for part in .quack0 .quack1; do  # carried in calls of their own where the working tree is large
+for part in .quack0 .quack1 .quack2; do  # each carried by its own call, back to back
   if [ -d $part ]; then mkdir -p /tmp/quack && cp $part/* /tmp/quack/ && echo "quack $part staged"; fi
 done
-if [ -d .quack2 ] && [ -f /tmp/quack/cu13.name ]; then
-  cat /tmp/quack/cu13.part.* .quack2/cu13.part.* > "/tmp/quack/$(cat /tmp/quack/cu13.name)" \
+if [ -f /tmp/quack/cu13.name ] && [ -d .quack2 ]; then  # the CUDA 13 library wheel in two raw halves
+  cat /tmp/quack/cu13.part.* > "/tmp/quack/$(cat /tmp/quack/cu13.name)" \
+    && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site-quack /tmp/quack/*.whl \
+    && echo "quack installed"
+elif [ -f /tmp/quack/cu13.xz.parts ] && [ ! -d /tmp/site-quack ] \
+     && [ "$(ls /tmp/quack/cu13.xz.part.* | wc -l)" = "$(cat /tmp/quack/cu13.xz.parts)" ]; then
+  # the same wheel unpacked and recompressed with xz (63 MiB against 88), so that each half fits a call
+  # beside the working tree: its files are the wheel's own, extracted where pip --target would put them
+  mkdir -p /tmp/site-quack && cat /tmp/quack/cu13.xz.part.* | python3 -c "import sys, tarfile; \
+tarfile.open(fileobj=sys.stdin.buffer, mode='r|xz').extractall('/tmp/site-quack')" \
     && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site-quack /tmp/quack/*.whl \
     && echo "quack installed"
 fi
@@ -48,6 +57,10 @@ for s in "${list[@]}"; do
   case $s in
     tests) timeout ${LAB_TESTS_S:-240} python3 -m pytest -m gpu -q --no-header -p no:cacheprovider ${LAB_TESTS_K:+-k "$LAB_TESTS_K"} \
              tests/test_softmax_gpu.py tests/test_rmsnorm_gpu.py 2>&1 | tee "$out/gpu-tests.log" | tail -25 ;;
+    gpu-tests) timeout ${LAB_TESTS_S:-300} python3 -m pytest -m gpu -q --no-header -p no:cacheprovider -n ${LAB_TESTS_N:-6} \
+             ${LAB_TESTS_K:+-k "$LAB_TESTS_K"} tests/test_softmax_gpu.py tests/test_rmsnorm_gpu.py tests/test_matmul_gpu.py \
+             tests/test_cross_entropy_gpu.py tests/test_specialization.py 2>&1 | tee "$out/gpu-tests.log" | tail -40 ;;
+    checks) for c in check_fused_gpu check_split_fast; do timeout 150 python3 notes/$c.py > "$out/$c.log" 2>&1; done ;;
     tests-new) timeout ${LAB_TESTS_S:-300} python3 -m pytest -m gpu -q --no-header -p no:cacheprovider \
              ${LAB_TESTS_K:+-k "$LAB_TESTS_K"} tests/test_matmul_gpu.py tests/test_cross_entropy_gpu.py \
              tests/test_specialization.py 2>&1 | tee "$out/gpu-tests-new.log" | tail -25 ;;
