@@ -66,6 +66,6 @@ l64 = logits.double().detach().requires_grad_()
 ref_loss = F.cross_entropy(l64, target)
 (g64,) = torch.autograd.grad(ref_loss, l64)
 el, eg = abs(loss.item() - ref_loss.item()), ((g.double() - g64).norm() / g64.norm()).item()
-bad += el > 1e-2 or eg > 1e-2
+bad += el > 8e-3 * abs(ref_loss.item()) or eg > 1e-2  # the loss is returned in bf16, as torch's
 print(f"cross_entropy 4096x128256: loss abs {el:.2e}, grad rel {eg:.2e}")
 print("ALL OK" if not bad else f"{bad} BAD")

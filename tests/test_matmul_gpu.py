@@ -165,8 +165,21 @@ def test_fp32_tf32_and_ieee(variant) -> None:
     a = randn((m, k), torch.float32, 10)
     b = randn((k, n), torch.float32, 11)
     ref = reference(a, b)
-    ieee = matmul(a, b, variant=variant, precision="ieee")
-    assert_close(ieee, ref, torch.float32, "ieee")
+    ieee = matmul(a, b, variant=variant, precision="ieee").double()
+    # IEEE fp32 sums of K products round at every step: at K = 2048 the largest element error
+    # is a few 1e-6 of the largest output, above the elementwise fp32 tolerance.  The bound is
+    # cuBLAS's own IEEE fp32 error on the same operands (a few times it), and the relative L2
+    # error stays within the fp32 table's.
+    allow = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        cublas = (a @ b).double()
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = allow
+    err, err_cublas = float((ieee - ref).abs().max()), float((cublas - ref).abs().max())
+    assert err <= 4 * err_cublas, f"ieee: max abs error {err:.3g}, cuBLAS's IEEE fp32 {err_cublas:.3g}"
+    rel_ieee = float(torch.linalg.vector_norm(ieee - ref) / torch.linalg.vector_norm(ref))
+    assert rel_ieee <= 1e-5, f"ieee relative error {rel_ieee:.3g}"
     tf32 = matmul(a, b, variant=variant, precision="tf32").double()
     rel = float(torch.linalg.vector_norm(tf32 - ref) / torch.linalg.vector_norm(ref))
     assert rel <= 2e-3, f"tf32 relative error {rel:.3g}"

@@ -201,7 +201,11 @@ def test_new_row_counts_never_recompile(width, plan) -> None:
         x = randn((rows, width), torch.bfloat16).requires_grad_()
         torch.autograd.grad(kernels.softmax(x, plan=plan), x, torch.ones_like(x))
 
-    for rows in (5, 7):  # compiles this width's kernels (packed and unpacked block plans aside)
+    # Compiles this width's kernels (packed and unpacked block plans aside).  With the planner
+    # (plan=None) a width can take the split plan for few rows and the looped plan for many:
+    # each kind compiles once, the first time the row count reaches it (5 and 1001 rows
+    # reach both), and no row count after that compiles anything.
+    for rows in (5, 7, 1001):
         step(rows)
     before = _compiled_count()
     for rows in (2, 3, 16, 17, 129, 1000):

@@ -76,6 +76,7 @@ EPILOGUE_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192)]
 EPILOGUES = {"mm_bias": "bias", "mm_bias_gelu": "bias_gelu", "mm_residual": "residual"}  # op -> our epilogue
 QUICK = {
     ("fwd", "bf16"): [(127, 255, 65), (4096, 4096, 4096), (8192, 8192, 8192), (16, 4096, 4096)],
+    ("fwd", "fp16"): [(4096, 4096, 4096), (8192, 8192, 8192)],
     ("fwd+bwd", "bf16"): [(4096, 4096, 4096)],
 }
 QUICK_EPILOGUE = [("mm_bias_gelu", (8192, 8192, 8192))]
