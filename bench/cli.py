@@ -63,6 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     dirty.add_argument("--dirty", dest="dirty", action="store_true", default=None)
     dirty.add_argument("--clean", dest="dirty", action="store_false")
     run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--skip", default="", help="variants not to run, comma-separated (each records the reason)")
+    run.add_argument("--skip-reason", default="", help="why --skip leaves them out (stored in the run file)")
     sub.add_parser("list", help="the studies, and how many cases a run file of each holds")
     cmp = sub.add_parser("compare", help="per-case changes between two runs, tested over the raw samples")
     cmp.add_argument("run_a", help="run id (or path to a run file): the baseline")
@@ -272,7 +274,11 @@ def main(argv: list[str] | None = None) -> int:
     defaults = study.options(args.quick) if hasattr(study, "options") else {}
     rounds = args.rounds or defaults.pop("rounds", 12 if args.quick else 30)
     defaults.pop("rounds", None)
-    opts = harness.Options(quick=args.quick, rounds=rounds, only=args.only, seed=args.seed, **defaults)
+    skip = tuple(v for v in args.skip.split(",") if v)
+    if skip and not args.skip_reason:
+        raise SystemExit("--skip needs --skip-reason: the run file says why each variant has no numbers")
+    opts = harness.Options(quick=args.quick, rounds=rounds, only=args.only, seed=args.seed, skip=skip,
+                           skip_reason=args.skip_reason, **defaults)  # fmt: skip
     device = torch.device("cuda", torch.cuda.current_device())
     before = environment.gpu_state()  # before anything of ours touches the GPU
     started = utc_now()

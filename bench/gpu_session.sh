@@ -50,7 +50,8 @@ if [ -d /tmp/site-quack ]; then
 fi
 flag=--clean; [ "$dirty" = "1" ] && flag=--dirty
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,utilization.gpu,temperature.gpu --format=csv > "$out/gpu.txt" 2>&1
-bench() { timeout "$1" python3 -m bench run "${@:2}" --out "$out/runs" --commit "$commit" $flag 2>&1 | tee -a "$out/bench.log" | grep -v "^  " ; }
+bench() { timeout "$1" python3 -m bench run "${@:2}" --out "$out/runs" --commit "$commit" $flag \
+  ${LAB_SKIP:+--skip "$LAB_SKIP" --skip-reason "$LAB_SKIP_REASON"} 2>&1 | tee -a "$out/bench.log" | grep -v "^  " ; }
 IFS=, read -ra list <<< "$stages"
 for s in "${list[@]}"; do
   echo "=== $s $(date -u +%T)"; nvidia-smi --query-gpu=index,name --format=csv,noheader | tr '\n' ';'; echo

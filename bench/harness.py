@@ -35,6 +35,10 @@ class Options:
     only: str | None = None
     seed: int = 0
     eager: bool = True
+    # Variants not run at all, with the reason the run file gives for each (e.g. one that
+    # crashed the process in a probe: a CUDA fault is sticky and would end every later case).
+    skip: tuple[str, ...] = ()
+    skip_reason: str = ""
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -43,6 +47,7 @@ class Options:
             "seed": self.seed,
             "quick": self.quick,
             "eager_samples": self.eager,
+            **({"skipped_variants": list(self.skip), "skip_reason": self.skip_reason} if self.skip else {}),
         }
 
 
@@ -142,6 +147,9 @@ def measure_case(study: Study, case: Params, index: int, backend: Backend, opts:
     refs = study.reference(case, check_inputs)
     for v in variants:
         rec = base[v.name]
+        if v.name in opts.skip:
+            rec.error = f"not run: {opts.skip_reason or 'skipped by the command line'}"
+            continue
         try:
             step = v.build(case)
             rec.check = _check(study, case, step, check_inputs, refs, backend)

@@ -38,7 +38,12 @@ def refusal(c: CaseResult, variant: str) -> Text:
             return Text("not measured", "this run took no eager samples", "refused")
         return Text("not measured", "no samples", "refused")
     error = m.error
-    label = "refused" if error.startswith("refused") else "failed check" if error.startswith("check") else "error"
+    label = (
+        "refused" if error.startswith("refused")
+        else "failed check" if error.startswith("check")
+        else "not run" if error.startswith("not run")
+        else "error"
+    )  # fmt: skip
     return Text(label, error, "refused")
 
 
