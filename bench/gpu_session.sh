@@ -39,9 +39,12 @@ elif [ -f /tmp/quack/cu13.xz.parts ] && [ ! -d /tmp/site-quack ] \
      && [ "$(ls /tmp/quack/cu13.xz.part.* | wc -l)" = "$(cat /tmp/quack/cu13.xz.parts)" ]; then
   # the same wheel unpacked and recompressed with xz (63 MiB against 88), so that each half fits a call
   # beside the working tree: its files are the wheel's own, extracted where pip --target would put them
-  mkdir -p /tmp/site-quack && cat /tmp/quack/cu13.xz.part.* | python3 -c "import sys, tarfile; \
+  # pip first: `pip install --target` skips a package folder that already exists there (the CUDA 13
+  # wheel's files share nvidia_cutlass_dsl/ with the base wheels), so the archive is laid over it after.
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site-quack /tmp/quack/*.whl \
+    && cat /tmp/quack/cu13.xz.part.* | python3 -c "import sys, tarfile; \
 tarfile.open(fileobj=sys.stdin.buffer, mode='r|xz').extractall('/tmp/site-quack')" \
-    && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site-quack /tmp/quack/*.whl \
+    && PYTHONPATH=/tmp/site-quack:/tmp/site-quack/nvidia_cutlass_dsl/dsl_packages python3 -c "import quack.softmax" \
     && echo "quack installed"
 fi
 export PYTHONPATH=$PWD:$site${PYTHONPATH:+:$PYTHONPATH}

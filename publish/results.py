@@ -64,6 +64,11 @@ class Measurement:
 
     def eager(self) -> Measurement:
         """The same variant's eager-call samples (none in schema-1 runs)."""
+        return self._eager_view
+
+    @cached_property
+    def _eager_view(self) -> Measurement:
+        # One view per measurement: its summary is then read from the frame once per build.
         return dataclasses.replace(self, samples_key=EAGER)
 
     @property
@@ -196,6 +201,11 @@ class CaseResult:
     def eager(self) -> CaseResult:
         """The same case seen through its eager-call samples, so that every comparison of
         eager calls goes through the same :meth:`speedup` as device times do."""
+        return self._eager_view
+
+    @cached_property
+    def _eager_view(self) -> CaseResult:
+        # Built once per case: pages ask for it hundreds of thousands of times per build.
         view = self._eager_alone()
         return dataclasses.replace(view, repeats=tuple(c._eager_alone() for c in self.repeats))
 
@@ -272,6 +282,17 @@ class CaseResult:
         return RunSpread(value, where, tuple(run_id for _, run_id in measured))
 
     def run_spread(self, num: str, den: str) -> RunSpread | None:
+        key = (num, den)
+        memo = self._spreads
+        if key not in memo:
+            memo[key] = self._run_spread(num, den)
+        return memo[key]
+
+    @cached_property
+    def _spreads(self) -> dict[tuple[str, str], RunSpread | None]:
+        return {}
+
+    def _run_spread(self, num: str, den: str) -> RunSpread | None:
         """How much this ratio moves between runs when nothing changed: its spread across the
         repeat runs of this case (:meth:`repeat_spread`), or, for a case no two runs of one
         commit measured, the study's typical spread of the same comparison; None when the

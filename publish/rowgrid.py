@@ -276,6 +276,9 @@ SHIPPED = "shipped"
 NEVER_SPLIT = "never split"
 DEFAULTS = "RowPolicy defaults"
 _CACHE: dict[tuple[Any, ...], Analysis] = {}
+# Each run's fit, kept with the run (so that its id stays its own): the review record's earlier
+# sets of runs pair the same run with another neighbour, and a fit scores 1152 policies.
+_FITS: dict[tuple[str, int], tuple[Run, Score | None]] = {}
 
 
 def fitted_name(run: Run) -> str:
@@ -293,6 +296,7 @@ def analyse(results: StudyResults, op: str = "softmax") -> Analysis:
         return _CACHE[key]
     if len(_CACHE) > 64:
         _CACHE.clear()
+        _FITS.clear()
     plans = _plans()
     cells = {r.run_id: grid_cells(results, r, op) for r in results.runs}
     runs = [r for r in results.runs if cells[r.run_id]]
@@ -309,7 +313,10 @@ def analyse(results: StudyResults, op: str = "softmax") -> Analysis:
         order = [pair] if pair[1] is None else [pair, (pair[1], pair[0])]
         for fit_run, other in order:
             name = fitted_name(fit_run)
-            fitted = fit(fit_run, cells[fit_run.run_id], name)
+            fit_key = (op, id(fit_run))  # a run's fit depends on its own cells alone
+            if fit_key not in _FITS:
+                _FITS[fit_key] = (fit_run, fit(fit_run, cells[fit_run.run_id], name))
+            fitted = _FITS[fit_key][1]
             if fitted is None:
                 continue
             policies[name] = fitted.policy

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -130,6 +131,29 @@ def claims_of(data: SiteData) -> list[tuple[str, Claim]]:
     return _unique([(p.output, c) for p in pages() if p.claims for c in _walk(_context(p, data), Claim)])
 
 
+def history_claims(data: SiteData, current: list[tuple[str, Claim]]) -> Callable[[list[Run]], list[tuple[str, Claim]]]:
+    """The claims of the pages on an earlier set of runs, for the review record: a study's
+    page reads its own study's runs alone, so its claims are computed once for each set of
+    them (a run of another study leaves them as they were) rather than once per run."""
+    done: dict[tuple[str, tuple[str, ...]], list[Claim]] = {}
+
+    def evaluate(runs: list[Run]) -> list[tuple[str, Claim]]:
+        if len(runs) == len(data.runs):
+            return current  # the current set of runs, whose claims are already known
+        sub = SiteData(runs, shared_stats=data.stats)
+        out: list[tuple[str, Claim]] = []
+        for p in pages():
+            if not p.claims:
+                continue
+            key = (p.output, tuple(r.run_id for r in runs if p.study is None or r.study == p.study))
+            if key not in done:
+                done[key] = list(_walk(_context(p, sub), Claim))
+            out += [(p.output, c) for c in done[key]]
+        return _unique(out)
+
+    return evaluate
+
+
 @dataclass
 class Rendered:
     pages: dict[str, str]
@@ -145,10 +169,7 @@ def render(root: Path, data: SiteData, site_url: str) -> Rendered:
     claims = _unique([(p.output, c) for p in pages() if p.claims for c in _walk(contexts[p.output], Claim)])
     contradicted = [(page, c) for page, c in claims if c.kind == "observation" and not c.holds]
     # The last step of the history is the current set of runs, whose claims are already known.
-    history = claim_history(
-        data.runs,
-        lambda runs: claims if len(runs) == len(data.runs) else claims_of(SiteData(runs, shared_stats=data.stats)),
-    )
+    history = claim_history(data.runs, history_claims(data, claims))
     contexts["review.md"] = review.context(data, history, contradicted)
     for ctx in contexts.values():  # chart text (names, categories, hovers) is shown as written
         for chart in _walk(ctx, Chart):

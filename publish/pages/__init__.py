@@ -93,6 +93,7 @@ class Page:
     title: str  # in the nav
     claims: bool = False  # evaluated again on earlier sets of runs for the review record
     report: Callable[[SiteData], list[str]] | None = None  # extra lines for the build's report
+    study: str | None = None  # a study's page reads that study's runs alone
 
 
 def study_pages() -> list[StudyPage]:
@@ -115,7 +116,7 @@ def _study(spec: StudyPage) -> Page:
         return comparison(spec, data.studies[spec.study])
 
     compute = spec.context if spec.context is not None else compare
-    return Page(spec.output, spec.template, compute, spec.title, claims=True, report=spec.report)
+    return Page(spec.output, spec.template, compute, spec.title, claims=True, report=spec.report, study=spec.study)
 
 
 # Built last, from what the other pages report (publish.site); placed in the nav after Compare.

@@ -99,7 +99,8 @@ def plan_observations(view: StudyView) -> list[Claim]:
 # ----------------------------------------------------------------------------- the training step's backward
 
 FUSED = "triton-fused"
-STEP_PEERS = ("triton", FUSED, "compile", "liger", "quack")
+ROWS = "triton-rows"  # the row plan and its column sum forced (runs after the fused default)
+STEP_PEERS = ("triton", FUSED, ROWS, "compile", "liger", "quack")
 
 
 def fused_table(view: StudyView) -> Table | None:
@@ -121,18 +122,29 @@ def fused_table(view: StudyView) -> Table | None:
     return table
 
 
+def _fused_by_default(c: CaseResult) -> bool:
+    """Whether the planner's backward of the run's commit took the fused pass in this case:
+    the run records the width it does so from (runs before that default: every case)."""
+    threshold = c.variants[FUSED].raw.get("meta", {}).get("default_from_width")
+    return threshold is None or int(c.params["cols"]) >= int(threshold)
+
+
 def fused_observations(view: StudyView) -> list[Claim]:
-    """Whether one persistent backward pass beats the row plans plus a column sum."""
-    cases = [c for c in view.results.cases.values() if FUSED in c.variants]
+    """Whether one persistent backward pass beats the row plans plus a column sum where the
+    planner takes it: against the row plan forced (``triton-rows``), or, in runs from before
+    the fused default, against our planner's choice, which was then the row plan."""
+    cases = [c for c in view.results.cases.values() if FUSED in c.variants and _fused_by_default(c)]
+    with_rows = [c for c in cases if ROWS in c.variants]
+    base, cases = (ROWS, with_rows) if with_rows else (OURS, cases)
     claim = pairwise(
         view,
         "fused-backward",
         cases,
         FUSED,
-        OURS,
-        "Device time (graph replay), training step: folding the weight gradient into the backward's one pass beat "
-        "the row plans with a separate column sum in {k} of {n} cases and lost {l} ({u} within the noise), by up to "
-        "{x} ({case}).",
+        base,
+        "Device time (graph replay), training step, at the widths where the planner's backward takes the fused pass: "
+        "folding the weight gradient into the backward's one pass beat the row plans with a separate column sum in "
+        "{k} of {n} cases and lost {l} ({u} within the noise), by up to {x} ({case}).",
         lambda won, lost, n: lost == 0 and won > 0,
     )
     return [claim] if claim is not None else []

@@ -12,7 +12,7 @@ from contract import studies
 from publish.claims import Claim, sentence
 from publish.numbers import Num, Source
 from publish.results import CaseResult
-from publish.studypage.common import VERDICT_WORDS, cases_evidence, count, refusal
+from publish.studypage.common import NOT_INSTALLED, VERDICT_WORDS, cases_evidence, count, refusal
 from publish.studypage.spec import (
     AtLeast,
     AtMost,
@@ -84,6 +84,22 @@ def _peer_failed(view: StudyView, c: CaseResult, peer: str) -> tuple[Markup, boo
         if theirs.error.startswith("check failed"):
             return sentence("{peer} failed its float64 check, so the target does not apply here", peer=label), True
         return sentence("{peer} has no time ({why})", peer=label, why=theirs.error[:160]), False
+    return None
+
+
+def _peer_absent(view: StudyView, found: list[CaseResult], peer: str | None) -> Markup | None:
+    """Why a target against ``peer`` has no data where the run's machine did not have the
+    peer's package installed (the sweep records "refused: <package> is not installed"): no
+    comparison was made, so the target is neither met nor missed by that run."""
+    if peer is None:
+        return None
+    for c in found:
+        theirs = c.variants.get(peer)
+        if theirs is not None and theirs.error is not None and NOT_INSTALLED in theirs.error:
+            return sentence(
+                "No data: {peer} was not installed on the machine of {run}, the newest run of this case ({why}).",
+                peer=view.label(peer), run=c.run.run_id, why=theirs.error[:160],
+            )  # fmt: skip
     return None
 
 
@@ -210,6 +226,9 @@ def case_target(view: StudyView, t: Target) -> Claim:
         text = head + sentence(" No data: no run in force measured {case}.", case=missing)
         return Claim(t.id, text, False, "target", no_data=True)
     m = t.metric
+    absent = _peer_absent(view, found, getattr(m, "peer", None))
+    if absent is not None:  # the machine lacked the peer's package: no comparison was made
+        return Claim(t.id, head + Markup(" ") + absent, False, "target", no_data=True)
     evaluate = (
         _copy_share(view, m)
         if isinstance(m, CopyShare)

@@ -14,6 +14,9 @@ from publish.tables import Table, Text
 # The two measurements, named the same way everywhere on a page.
 DEVICE_TIME = MEASURES[DEVICE_SAMPLES]
 EAGER_CALL = MEASURES[EAGER]
+# What a sweep records for a peer whose package the machine lacked ("refused: quack-kernels is not
+# installed (...)"): that run made no comparison with it, which is not a refusal of the case.
+NOT_INSTALLED = " is not installed ("
 VERDICT_WORDS = {"win": "faster", "loss": "slower", "unresolved": "unresolved", None: "not compared"}
 
 
@@ -39,7 +42,8 @@ def refusal(c: CaseResult, variant: str) -> Text:
         return Text("not measured", "no samples", "refused")
     error = m.error
     label = (
-        "refused" if error.startswith("refused")
+        "not installed" if NOT_INSTALLED in error
+        else "refused" if error.startswith("refused")
         else "failed check" if error.startswith("check")
         else "not run" if error.startswith("not run")
         else "error"
