@@ -107,6 +107,14 @@ BACKWARD = RowOp("rms_norm_backward", None, _bwd_accumulate, _sum_both, _bwd_app
 FUSED_MAX_WIDTH = 8192
 PLANS = (*PLAN_KINDS, "fused")  # what rms_norm(plan=) accepts
 FUSED_PROGRAMS_PER_SM = 2
+# The planner's backward (plan=None) takes the fused pass from this width up (to
+# FUSED_MAX_WIDTH).  Set from run rmsnorm-20261201T071616Z-ebbf780 (H200, training step,
+# device time): fused against the row plans with a column sum was 0.69x the time at 16384x4096
+# bf16 (313 against 453 us), 0.74x at 4096x4096, 0.79-0.68x at 8192x5120 and 8192x7168 and
+# even at 512x4097; at 1024x1024 it lost in every dtype (19.2 against 16.7 us in bf16: a
+# program walks one narrow row at a time where the row plan packs two).  Widths between 1024
+# and 4096 were not measured: the next run is this rule's held-out check.
+FUSED_MIN_WIDTH = 2048
 
 
 @triton.jit(do_not_specialize=["rows", "h_stride", "dy_stride", "dh_stride", "dx_stride"])
@@ -143,6 +151,12 @@ def fused_applies(width: int, weight: torch.Tensor | None) -> bool:
     """Whether the fused backward covers this problem (a weight whose gradient is wanted,
     rows that fit one program)."""
     return weight is not None and 0 < width <= FUSED_MAX_WIDTH
+
+
+def fused_by_default(width: int, weight: torch.Tensor | None) -> bool:
+    """Whether the planner's backward (``plan=None``) takes the fused pass: where it
+    applies and the rows are at least ``FUSED_MIN_WIDTH`` wide (see there)."""
+    return fused_applies(width, weight) and width >= FUSED_MIN_WIDTH
 
 
 def backward_fused(
@@ -293,6 +307,8 @@ def _backward(
     h2d = _rows(h, width)
     dy2d = _rows(dy, width)  # an expanded gradient (of y.sum()) is copied here
     dx2d = torch.empty_like(h2d, memory_format=torch.contiguous_format)
+    if plan is None and want_dw and fused_by_default(width, weight):
+        plan = "fused"
     if plan == "fused":
         if want_dw and fused_applies(width, weight):
             assert weight is not None
@@ -495,10 +511,13 @@ def rms_norm(
             says; checked against torch 2.13) and float64's for float64.
         residual: ``x``'s shape and dtype.  Given, ``h = x + residual`` (summed in fp32) is
             normalized and returned as the updated residual, in the same launch.
-        plan: ``None`` lets the planner choose; ``"block"``, ``"looped"`` or ``"split"``
-            forces one (as for softmax); ``"fused"`` keeps the planner's forward and runs
-            the backward as one persistent pass that also sums the weight gradient's
-            partials (rows up to ``FUSED_MAX_WIDTH`` wide; the row plans otherwise).
+        plan: ``None`` lets the planner choose (its backward is the fused pass below for
+            rows ``FUSED_MIN_WIDTH`` to ``FUSED_MAX_WIDTH`` wide when the weight's gradient
+            is wanted, a row plan and a column sum otherwise); ``"block"``, ``"looped"`` or
+            ``"split"`` forces one row plan, forward and backward (as for softmax);
+            ``"fused"`` keeps the planner's forward and runs the backward as one persistent
+            pass that also sums the weight gradient's partials (rows up to
+            ``FUSED_MAX_WIDTH`` wide; the row plans otherwise).
 
     Returns: ``y`` (``x``'s shape and dtype, new and contiguous), or with a residual the
     pair ``(y, h)``.  Statistics are accumulated in float32 (float64 for float64).  A row

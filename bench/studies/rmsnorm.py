@@ -36,11 +36,12 @@ from bench.studies._rows import (
     element_size,
     ours,
     package_meta,
+    plan,
     require_16_byte_rows,
     row_case_id,
     row_cases,
 )
-from kernels.rmsnorm import BACKWARD_POLICY, FUSED_MAX_WIDTH, POLICY
+from kernels.rmsnorm import BACKWARD_POLICY, FUSED_MAX_WIDTH, FUSED_MIN_WIDTH, POLICY
 
 EPS = 1e-6
 # Launch-bound (32 x 127) through DRAM-bound (16384 x 4096), model hidden sizes nobody
@@ -179,12 +180,29 @@ class RMSNormStudy:
     def variants(self, case: Params) -> list[Variant]:
         fused = []
         if case["direction"] == "fwd+bwd" and 0 < case["cols"] <= FUSED_MAX_WIDTH:
+            # The weight gradient two ways: the fused pass forced, and the planner's row plan
+            # (with its column sum) forced; the default (plan=None) takes the fused pass from
+            # FUSED_MIN_WIDTH up, so these two say whether that rule holds at each width.
+            rows_kind = plan(case, BACKWARD_POLICY).kind
             fused.append(
                 Variant(
                     "triton-fused",
                     "Triton, fused backward (dx and the weight gradient's partials in one pass)",
                     _build("fused"),
-                    lambda c: {"plan": "fused", "forward": "planner's choice", "max_width": FUSED_MAX_WIDTH},
+                    lambda c: {
+                        "plan": "fused",
+                        "forward": "planner's choice",
+                        "max_width": FUSED_MAX_WIDTH,
+                        "default_from_width": FUSED_MIN_WIDTH,
+                    },
+                )
+            )
+            fused.append(
+                Variant(
+                    "triton-rows",
+                    "Triton, row plan + column sum (the backward before the fused default)",
+                    _build(rows_kind),
+                    lambda c, kind=rows_kind: {"plan": kind, "backward": "row plan, then a column sum of dy*h*rstd"},
                 )
             )
         return [
