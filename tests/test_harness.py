@@ -216,3 +216,23 @@ def test_a_nan_output_is_written_as_strict_json(tmp_path) -> None:
     v = doc["cases"][0]["variants"]["nan"]
     assert v["check"]["rel_l2"] == ["inf"] and v["check"]["finite"] is False
     assert v["error"].startswith("check failed: relative L2 error inf")
+
+
+def test_skipped_variants_are_never_built_and_say_why(tmp_path) -> None:
+    """--skip: a variant left out (one that faulted the GPU in a probe: the fault is sticky)
+    keeps its entry, with no samples and the reason, and is never built or called."""
+    built: list[str] = []
+
+    class Spy(ToyStudy):
+        def variants(self, case: dict) -> list[Variant]:
+            out = super().variants(case)
+            return [Variant(v.name, v.label, lambda c, v=v: built.append(v.name) or v.build(c), v.meta) for v in out]
+
+    opts = harness.Options(rounds=2, skip=("crashes", "good"), skip_reason="faulted in a probe")
+    doc = json.loads(run(tmp_path, Spy(n_cases=1), opts).read_text())
+    v = doc["cases"][0]["variants"]
+    for name in ("crashes", "good"):
+        assert v[name]["error"] == "not run: faulted in a probe" and v[name]["samples_us"] == []
+    assert "good" not in built and "crashes" not in built and "wrong" in built
+    described = opts.describe()  # what the CLI writes into the run file's method
+    assert described["skipped_variants"] == ["crashes", "good"] and described["skip_reason"] == "faulted in a probe"

@@ -122,6 +122,23 @@ def test_rmsnorm_page_evaluates_its_targets_from_the_run(site) -> None:
     assert _status(html, "split-wins-few-rows") == "holds"  # 64 rows, fewer than the run's 132 SMs
 
 
+def test_a_peer_the_machine_lacked_gives_no_data_not_a_miss(tmp_path) -> None:
+    """QuACK not installed on the run's machine (the sweep records a refusal naming it): its
+    targets have no data from that run and its cells say "not installed", not "refused"."""
+    doc = synthstudies.rmsnorm_doc(RMS, "2026-12-01T00:00:00Z")
+    why = "refused: quack-kernels is not installed (No module named 'cutlass.cutlass_dsl')"
+    for case in doc["cases"]:
+        if "quack" in case["variants"]:
+            case["variants"]["quack"].update(error=why, samples_us=[], eager_us=[], timer=None)
+    html = (_site(tmp_path, doc, None) / "rmsnorm.html").read_text()
+    assert _status(html, "target-quack-16384x4096") == "no data"
+    assert _status(html, "target-quack-64x131072-cold") == "no data"
+    assert "QuACK was not installed on the machine of " + RMS in _words(html)
+    assert _status(html, "target-liger-16384x4096") == "met"  # the other peers' targets still read
+    assert "not installed" in _words(html)
+    _clean(html)
+
+
 def test_rmsnorm_target_whose_case_is_missing_has_no_data(tmp_path) -> None:
     shapes = tuple(s for s in synthstudies.RMSNORM_SHAPES if s != (64, 131072))
     out = _site(tmp_path, synthstudies.rmsnorm_doc(RMS, "2026-12-01T00:00:00Z", shapes=shapes), None)
