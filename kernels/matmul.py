@@ -557,6 +557,9 @@ def _aligned(t: torch.Tensor) -> bool:
 
 _FIXED = FastKernel(_mm_fixed_kernel)
 _PERSISTENT = FastKernel(_mm_persistent_kernel)
+_TUNED = FastKernel(_mm_tuned_body)  # the autotuner's choice, launched directly (see _run)
+# (device, M bucket, constexprs, operand dtypes and alignment) -> the config the autotuner chose
+_TUNED_CHOICE: dict[tuple[Any, ...], triton.Config] = {}
 _SPLIT = FastKernel(_mm_split_kernel)
 _SPLIT_REDUCE = FastKernel(_mm_split_reduce_kernel)
 _GELU_BACKWARD = FastKernel(_gelu_backward_kernel)
@@ -621,14 +624,26 @@ def _run(
         variant = "fixed"
         config = config or default_config("fixed", a.dtype, m)
     if variant == "autotuned":
-        grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
-        compiled = _mm_tuned_kernel[grid](
-            a, b, out, pre_t, bias_t, res_t, m, m_bucket(m), s_am, s_ak, s_bk, s_bn, out.stride(0), s_bias, s_rm, s_rn,
-            N=n, K=k, A_LAYOUT=a_lay, B_LAYOUT=b_lay, R_LAYOUT=r_lay, A_VEC=a_vec, B_VEC=b_vec, M_VEC=m_vec,
-            C_VEC=c_vec, R_VEC=r_vec, EPILOGUE=code, STORE_PRE=store_pre, PRECISION=prec,
-        )  # fmt: skip
-        if _recording is not None and not INTERPRETER:
-            _recording.append(compiled)
+        tensors = (a, b, out, pre_t, bias_t, res_t)
+        args = (*tensors, m, m_bucket(m), s_am, s_ak, s_bk, s_bn, out.stride(0), s_bias, s_rm, s_rn)
+        head = (n, k, a_lay, b_lay, r_lay, a_vec, b_vec, m_vec, c_vec, r_vec, code, store_pre, prec)
+        # The autotuner's own launch binds and hashes every argument (tens of µs of host time per
+        # call): it runs once per key, to choose; later calls launch its choice directly.
+        choice_key = (index, m_bucket(m), *head, *[(t.dtype, _aligned(t)) for t in tensors])
+        chosen = _TUNED_CHOICE.get(choice_key)
+        if chosen is None or _recording is not None:
+            grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
+            names = ("N", "K", "A_LAYOUT", "B_LAYOUT", "R_LAYOUT", "A_VEC", "B_VEC", "M_VEC", "C_VEC", "R_VEC",
+                     "EPILOGUE", "STORE_PRE", "PRECISION")  # fmt: skip
+            compiled = _mm_tuned_kernel[grid](*args, **dict(zip(names, head, strict=True)))
+            if _recording is not None and not INTERPRETER:
+                _recording.append(compiled)
+            _TUNED_CHOICE[choice_key] = _mm_tuned_kernel.best_config
+            return
+        kw = chosen.kwargs
+        grid = (triton.cdiv(m, kw["BLOCK_M"]) * triton.cdiv(n, kw["BLOCK_N"]), 1, 1)
+        consts = (*head, kw["BLOCK_M"], kw["BLOCK_N"], kw["BLOCK_K"], kw["GROUP_M"])
+        _launch(_TUNED, tensors, index, grid, args, consts, chosen.num_warps, chosen.num_stages)
         return
     cfg = config or default_config(variant, a.dtype, m)
     assert cfg is not None

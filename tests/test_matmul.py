@@ -161,6 +161,34 @@ def poisoned(rows: int, cols: int, dtype: torch.dtype, key) -> torch.Tensor:
     return view
 
 
+@pytest.mark.parametrize("epilogue", [None, "bias_gelu", "residual"])
+def test_autotuned_choice_is_launched_directly_after_the_first_call(epilogue, monkeypatch) -> None:
+    """The autotuner runs once per key (it chooses, and its own launch costs tens of µs of host
+    time); every later call of that key launches its choice through FastKernel, with the
+    chosen tile as constexprs, and computes the same product."""
+    monkeypatch.setattr(mm_module, "_TUNED_CHOICE", {})
+    m, n, k, dtype = 37, 48, 80, torch.bfloat16
+    a, b = randn((m, k), dtype, "ac1"), randn((k, n), dtype, "ac2")
+    bias, residual = randn((n,), dtype, "ac3"), randn((m, n), dtype, "ac4")
+    kw = {"bias": bias} if epilogue == "bias_gelu" else {"residual": residual} if epilogue == "residual" else {}
+    spy = LaunchSpy(monkeypatch)
+    outs = [matmul(a, b, variant="autotuned", epilogue=epilogue, **kw) for _ in range(3)]
+    assert spy.names() == ["_mm_tuned_body"] * 3
+    assert spy.launches[0][2] == (), "the first call goes through the autotuner"
+    c = INTERPRETER_CONFIG
+    for _, _, consts in spy.launches[1:]:
+        assert consts[-4:] == (c.block_m, c.block_n, c.block_k, c.group_m), "the autotuner's choice, as constexprs"
+    ref = reference(a, b, epilogue, bias=bias, residual=residual)
+    for out in outs:
+        assert_close(out, ref, dtype, f"autotuned {epilogue}")
+    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[1], outs[2])
+    assert len(mm_module._TUNED_CHOICE) == 1
+    if epilogue == "residual":
+        kw = {"residual": randn((300, n), dtype, "ac6")}
+    matmul(randn((300, k), dtype, "ac5"), b, variant="autotuned", epilogue=epilogue, **kw)  # another M bucket
+    assert len(mm_module._TUNED_CHOICE) == 2 and spy.launches[-1][2] == (), "a new key is tuned anew"
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_no_read_outside_the_operands(variant) -> None:
     m, n, k = 37, 45, 40  # ragged tiles in M and N, a K tail of 8 behind one whole block
