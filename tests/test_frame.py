@@ -193,7 +193,10 @@ def test_the_tables_and_downloads_take_their_numbers_from_the_frame() -> None:
     data = load_site_data(ROOT)
     spec = next(s for s in study_pages() if s.study == "softmax")
     results = data.studies["softmax"]
-    case = next(c for c in results.cases.values() if c.get(spec.ours) and all(c.get(p) for p in spec.peers))
+    # A case with ours and at least two peers measured (a peer may be missing from the newest
+    # run, e.g. a package its machine lacked: the page shows the rest).
+    case = next(c for c in results.cases.values() if c.get(spec.ours) and sum(bool(c.get(p)) for p in spec.peers) >= 2)
+    peers = [p for p in spec.peers if case.get(p)]
     key = (case.run.run_id, case.case_id, spec.ours, "samples_us")
     ours = case.get(spec.ours).summary  # type: ignore[union-attr]
     assert ours is not None
@@ -210,7 +213,7 @@ def test_the_tables_and_downloads_take_their_numbers_from_the_frame() -> None:
     row = next(r for r in table.rows if isinstance(r["ours"], Num) and r["ours"].sources[0].case == case.case_id)
     assert row["ours"].value == 1000 * ours.median
     assert row["gbps"].value == 98765.0 and row["pct"].value == 43.21
-    for peer in spec.peers:
+    for peer in peers:
         theirs = case.get(peer).summary.median  # type: ignore[union-attr]
         assert row[peer].value == theirs / (1000 * ours.median) and row[peer].css == "loss", peer
     doc = json.loads(rendered.exports[f"tables/{table_id}.json"], parse_constant=strict_json_only)
