@@ -289,7 +289,9 @@ def test_matmul_losses_are_explained_and_missing_cases_have_no_data(tmp_path) ->
     assert 'id="claim-fast-uses-wgmma"' not in html  # no SASS read: the page claims nothing about it
     rows = _table(out, "matmul-losses")["rows"]
     why = {(r["cells"]["case"]["text"], r["cells"]["peer"]["text"]): r["cells"]["why"]["text"] for r in rows}
-    cublas, compiled = "torch.mm (cuBLAS)", "torch.compile(torch.mm), max-autotune"
+    from bench.studies.matmul import COMPILE_LABELS  # the label names the mode the study runs
+
+    cublas, compiled = "torch.mm (cuBLAS)", COMPILE_LABELS["mm"]
     assert why[("fwd/bf16/8192×8192×8192/cold", cublas)] == "not yet explained"
     assert why[("fwd/bf16/8192×8192×8192/cold", compiled)] == "near the same bound"  # within 3%
     assert why[("fwd+bwd/bf16/4096×4096×4096/cold", cublas)] == "backward products"
