@@ -282,6 +282,11 @@ class CaseResult:
         return RunSpread(value, where, tuple(run_id for _, run_id in measured))
 
     def run_spread(self, num: str, den: str) -> RunSpread | None:
+        """How much this ratio moves between runs when nothing changed: its spread across the
+        repeat runs of this case (:meth:`repeat_spread`), or, for a case no two runs of one
+        commit measured, the study's typical spread of the same comparison; None when the
+        study has no repeat runs at all.  (Runs of different commits are not repeats: the
+        code they measured differs.)"""
         key = (num, den)
         memo = self._spreads
         if key not in memo:
@@ -293,11 +298,7 @@ class CaseResult:
         return {}
 
     def _run_spread(self, num: str, den: str) -> RunSpread | None:
-        """How much this ratio moves between runs when nothing changed: its spread across the
-        repeat runs of this case (:meth:`repeat_spread`), or, for a case no two runs of one
-        commit measured, the study's typical spread of the same comparison; None when the
-        study has no repeat runs at all.  (Runs of different commits are not repeats: the
-        code they measured differs.)"""
+        # (run_spread, computed once per pair)
         found = self.repeat_spread(num, den)
         if found is None and self.typical is not None:
             found = self.typical(num, den, self.samples_key)

@@ -127,10 +127,6 @@ def _context(page: Any, data: SiteData) -> dict[str, Any]:
         ) from exc
 
 
-def claims_of(data: SiteData) -> list[tuple[str, Claim]]:
-    return _unique([(p.output, c) for p in pages() if p.claims for c in _walk(_context(p, data), Claim)])
-
-
 def history_claims(data: SiteData, current: list[tuple[str, Claim]]) -> Callable[[list[Run]], list[tuple[str, Claim]]]:
     """The claims of the pages on an earlier set of runs, for the review record: a study's
     page reads its own study's runs alone, so its claims are computed once for each set of
