@@ -629,7 +629,8 @@ def _run(
         head = (n, k, a_lay, b_lay, r_lay, a_vec, b_vec, m_vec, c_vec, r_vec, code, store_pre, prec)
         # The autotuner's own launch binds and hashes every argument (tens of µs of host time per
         # call): it runs once per key, to choose; later calls launch its choice directly.
-        choice_key = (index, m_bucket(m), *head, *[(t.dtype, _aligned(t)) for t in tensors])
+        launch_key = (index, *[(t.dtype, _aligned(t)) for t in tensors])  # what _launch would key on
+        choice_key = (launch_key, m_bucket(m), head)
         chosen = _TUNED_CHOICE.get(choice_key)
         if chosen is None or _recording is not None:
             grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
@@ -643,7 +644,7 @@ def _run(
         kw = chosen.kwargs
         grid = (triton.cdiv(m, kw["BLOCK_M"]) * triton.cdiv(n, kw["BLOCK_N"]), 1, 1)
         consts = (*head, kw["BLOCK_M"], kw["BLOCK_N"], kw["BLOCK_K"], kw["GROUP_M"])
-        _launch(_TUNED, tensors, index, grid, args, consts, chosen.num_warps, chosen.num_stages)
+        _TUNED.launch(launch_key, index, grid, args, consts, chosen.num_warps, chosen.num_stages)
         return
     cfg = config or default_config(variant, a.dtype, m)
     assert cfg is not None
