@@ -22,7 +22,9 @@ ROWS = "rowsum_add-20261201T000000Z-aaaaaaa"
 MM = "matmul-20261201T000000Z-aaaaaaa"
 # What must never reach a reader (as tests/test_browser.py's LEFTOVERS, on the page's words).
 # ... and Markdown left unrendered inside an HTML block (a decision card): backticks, bold marks.
-LEFTOVERS = re.compile(r"\{\{|\}\}|\{%|%\}|object at 0x|Markup\(|Num\(|Text\(|Source\(|\bNone\b|\bnan\b|Undefined|[<>`]|\*\*")
+LEFTOVERS = re.compile(
+    r"\{\{|\}\}|\{%|%\}|object at 0x|Markup\(|Num\(|Text\(|Source\(|\bNone\b|\bnan\b|Undefined|[<>`]|\*\*"
+)
 
 
 def _status(html: str, claim_id: str) -> str:
