@@ -202,7 +202,10 @@ class RMSNormStudy:
                     "triton-rows",
                     "Triton, row plan + column sum (the backward before the fused default)",
                     _build(rows_kind),
-                    lambda c, kind=rows_kind: {"plan": kind, "backward": "row plan, then a column sum of dy*h*rstd"},
+                    lambda c, kind=rows_kind: {
+                        "plan": kind,
+                        "weight_gradient": "row plan, then a column sum of dy*h*rstd",
+                    },
                 )
             )
         return [
