@@ -24,6 +24,8 @@ its host time, and one whose kernels outlast the host shows their device time.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 import time
 from collections.abc import Callable
@@ -142,16 +144,14 @@ def _capture(fn_for_set: Callable[[int], object], calls: int, sets: int) -> torc
 def _release_failed_capture(graph: torch.cuda.CUDAGraph) -> None:
     """Give back the private memory pool of a capture that failed (a variant that syncs with
     the host, such as Liger-Kernel's cross-entropy, cannot be captured and is timed with
-    events instead).  torch frees a graph's pool only once its capture has ended, so every
-    failed capture kept what it had allocated: in the first cross-entropy sweep (ebbf780)
-    137 GiB stayed reserved after 21 cases and every later allocation of a gradient failed."""
-    release = getattr(torch._C, "_cuda_releasePool", None)
-    if release is None:
-        return
-    try:
-        release(torch.cuda.current_device(), graph.pool())
-    except Exception:  # nothing to give back (the capture never began)
-        return
+    events instead).  In the first cross-entropy sweep (ebbf780) 137 GiB stayed reserved
+    after 21 cases and every later allocation of a gradient failed.  ``CUDAGraph.reset()``
+    releases the pool once and clears the graph's state, so that its destructor does not
+    release it again (releasing the pool directly, as 77963e9 did, made the destructor's
+    second release abort the process)."""
+    with contextlib.suppress(Exception):  # nothing to give back (the capture never began)
+        graph.reset()
+    gc.collect()
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
 
