@@ -30,6 +30,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -125,11 +126,11 @@ class EagerTimer:
         pass
 
 
-def _capture(fn_for_set: Callable[[int], object], calls: int, sets: int) -> torch.cuda.CUDAGraph:
+def _capture(fn_for_set: Callable[[int], object], calls: int, sets: int, pool: Any = None) -> torch.cuda.CUDAGraph:
     graph = torch.cuda.CUDAGraph()
     ended = False
     try:
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph, pool=pool):
             for i in range(calls):
                 fn_for_set(i % sets)
         ended = True
@@ -157,23 +158,25 @@ def _release_failed_capture(graph: torch.cuda.CUDAGraph) -> None:
 
 
 def make_timer(
-    fn_for_set: Callable[[int], object], sets: int, target_ms: float, eager_most: int = 200
+    fn_for_set: Callable[[int], object], sets: int, target_ms: float, eager_most: int = 200, pool: Any = None
 ) -> tuple[Timer, EagerTimer]:
     """Warm the variant up, estimate one call's device time, and build its two timers.
 
     ``fn_for_set(i)`` runs the variant on input set ``i`` of ``sets`` (1 for warm L2).  The
     graph holds a whole number of rotations, at least ``target_ms`` long; the eager timer
-    makes the same number of calls, at most ``eager_most``."""
+    makes the same number of calls, at most ``eager_most``.  ``pool``: a CUDA-graph memory
+    pool (``torch.cuda.graph_pool_handle()``) shared with other graphs that are only ever
+    replayed one at a time on the same stream; ``None``, a private pool per graph."""
     for i in range(min(sets, 2)):
         _warm_up_eagerly(lambda i=i: fn_for_set(i))
     try:
         # One call's device time, from a one-call graph: an eager estimate would count the
         # host's dispatch (hundreds of µs for an autograd step) and give far too few calls.
-        one = Timer(fn_for_set, 1, 1, GRAPH, graph=_capture(fn_for_set, 1, 1))
+        one = Timer(fn_for_set, 1, 1, GRAPH, graph=_capture(fn_for_set, 1, 1, pool))
         estimate = sorted(one.sample_us() for _ in range(5))[2] / 1000.0
         one.release()
         calls = max(sets, math.ceil(calls_for(estimate, target_ms) / sets) * sets)
-        timer = Timer(fn_for_set, calls, sets, GRAPH, graph=_capture(fn_for_set, calls, sets))
+        timer = Timer(fn_for_set, calls, sets, GRAPH, graph=_capture(fn_for_set, calls, sets, pool))
     except Exception:
         torch.cuda.synchronize()
         estimate = event_time_ms(lambda: fn_for_set(0), repeat=3)

@@ -357,6 +357,16 @@ def _validate_check(c: _Checker, check: dict[str, Any], path: str, version: int)
         c.typed(check, key, path, (bool,))
 
 
+def validate_meta(meta: Any, source: str) -> None:
+    """Check one variant's metadata as a run file would hold it (``RunFileError`` naming the
+    field otherwise): the studies' declared metadata is checked before a GPU run writes it."""
+    c = _Checker(source)
+    if not isinstance(meta, dict):
+        c.fail("meta", f"must be an object, got {_kind(meta)}")
+    scan(c, meta, "meta", SCHEMA_VERSION)
+    _validate_meta(c, meta, "meta")
+
+
 def _validate_meta(c: _Checker, meta: dict[str, Any], path: str, depth: int = 0) -> None:
     for key, value in meta.items():
         where = f"{path}.{key}"

@@ -236,3 +236,23 @@ def test_skipped_variants_are_never_built_and_say_why(tmp_path) -> None:
     assert "good" not in built and "crashes" not in built and "wrong" in built
     described = opts.describe()  # what the CLI writes into the run file's method
     assert described["skipped_variants"] == ["crashes", "good"] and described["skip_reason"] == "faulted in a probe"
+
+
+def test_graphs_of_one_case_share_one_memory_pool(monkeypatch) -> None:
+    # A pool per graph held every variant's temporaries at once (the cross-entropy sweep at
+    # bc8b644 ran out of memory from 16384 x 32000 on): one pool per case and L2 mode.
+    from bench import backends, timing
+
+    handles = iter(range(100, 200))
+    monkeypatch.setattr(torch.cuda, "graph_pool_handle", lambda: next(handles))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    pools: list[object] = []
+    monkeypatch.setattr(timing, "make_timer", lambda fn, sets, ms, pool=None: pools.append(pool) or (None, None))
+    backend = object.__new__(backends.CudaBackend)
+    backend._pool = None
+    for _case in range(2):
+        for _variant in range(3):
+            backend.make_timer(lambda i: None, 1, 1.0)
+        backend.cleanup()
+    assert pools == [100, 100, 100, 101, 101, 101]
