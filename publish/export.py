@@ -116,17 +116,35 @@ class Citation:
 
 
 def citation(table: Table, url: str, runs: list[Run]) -> Citation:
-    gpus = sorted({r.env["gpu"]["name"] for r in runs}) or ["no GPU"]
+    """How to cite a table: the GPU, runs, commits and date behind it; a table no run is
+    behind (thresholds set in the code) says so instead of naming empty runs."""
+    title = table.title.replace("{", "").replace("}", "")
+    if not runs:
+        key = f"klabnotes:{table.id}"
+        footnote = (
+            f"[^{table.id}]: Kernel Lab Notes, \u201c{table.title}\u201d, table `{table.id}` "
+            f"(set, not measured: no run is behind it). <{url}>"
+        )
+        bibtex = "\n".join(
+            [
+                f"@misc{{{key},",
+                f"  title        = {{Kernel Lab Notes: {title}}},",
+                f"  howpublished = {{\\url{{{url}}}}},",
+                f"  note         = {{Table {table.id}; set, not measured}}",
+                "}",
+            ]
+        )
+        return Citation(key, url, footnote, bibtex)
+    gpus = sorted({r.env["gpu"]["name"] for r in runs})
     commits = sorted({r.short_commit for r in runs})
     dates = sorted({r.doc["started_at"][:10] for r in runs})
-    when = dates[-1] if dates else ""
+    when = dates[-1]
     run_list = ", ".join(r.run_id for r in runs)
     key = f"klabnotes:{table.id}:{when}"
     footnote = (
         f"[^{table.id}]: Kernel Lab Notes, \u201c{table.title}\u201d, table `{table.id}`, "
         f"{' / '.join(gpus)}, runs {run_list} (commit {', '.join(commits)}), {when}. <{url}>"
     )
-    title = table.title.replace("{", "").replace("}", "")
     bibtex = "\n".join(
         [
             f"@misc{{{key},",

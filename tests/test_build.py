@@ -317,6 +317,10 @@ def test_every_table_has_matching_csv_and_json(built) -> None:
             assert csv_row[-1].split() == json_row["run_ids"]
             assert set(json_row["run_ids"]) <= {r["run_id"] for r in doc["runs"]}
         assert all(r["run_id"] in doc["cite"]["footnote"] and r["run_id"] in doc["cite"]["bibtex"] for r in doc["runs"])
+        # A table no run is behind says so; it never cites empty runs, commits or dates.
+        cite = doc["cite"]["footnote"] + doc["cite"]["bibtex"]
+        assert "(commit )" not in cite and "{}" not in cite and "runs ;" not in cite, cite
+        assert bool(doc["runs"]) != ("set, not measured" in doc["cite"]["footnote"]), cite
 
 
 # ----------------------------------------------------------------------------- synthetic runs: new pages
