@@ -43,7 +43,7 @@ import triton.language as tl
 
 from kernels._checks import check_device, check_float, check_plan, check_same_device, check_tensor, eager_path
 from kernels._launch import FastKernel
-from kernels._rowwise import RowCall, RowExtras, RowOp, exp, row_layout, run_rows, safe_shift
+from kernels._rowwise import RowCall, RowExtras, RowOp, exp, log, row_layout, run_rows, safe_shift
 from kernels.plans import SOFTMAX_POLICY, RowPlan
 
 # =============================================================================== arithmetic
@@ -86,7 +86,7 @@ def _accumulate(m, s, a, b, c, w, ARG: tl.constexpr):
     q = KEEP * c + SPREAD
     # q == 0 (no smoothing, not the target) adds nothing, also where z is -inf (0 * -inf is NaN)
     t = tl.sum(tl.where(inside & (q != 0.0), q * z, 0.0), axis=1)
-    return shift + tl.log(total), s + t
+    return shift + log(total), s + t
 
 
 @triton.jit
@@ -94,7 +94,7 @@ def _combine(m, s, m_parts, s_parts):
     big = tl.maximum(m, tl.max(m_parts, axis=1))
     shift = safe_shift(big)
     total = exp(m - shift) + tl.sum(exp(m_parts - shift[:, None]), axis=1)
-    return shift + tl.log(total), s + tl.sum(s_parts, axis=1)  # chunk order: the same bits every run
+    return shift + log(total), s + tl.sum(s_parts, axis=1)  # chunk order: the same bits every run
 
 
 @triton.jit

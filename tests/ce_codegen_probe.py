@@ -2,9 +2,11 @@
 compiler up to PTX), and what the PTX does with memory: 16-byte vector loads and stores of
 the logits and gradient in the plans the planner picks at LLM shapes (the tuple ARG and the
 per-row target and scale of the row base's extended form included), plus the backward's
-scale kernel.  Prints one JSON line per compiled launch.
+scale kernel; and what the per-element arithmetic costs: libdevice calls (``logf`` once per
+lane and step made the loss-only loop 1648 PTX instructions, 1064 without it and with 32-bit
+target compares) and 64-bit compares.  Prints one JSON line per compiled launch.
 
-python notes/probe_cross_entropy_codegen.py
+python tests/ce_codegen_probe.py   # run by tests/test_cross_entropy_codegen.py in a process of its own
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ def compile_step(step: rw._Step, warps: int) -> dict:
         "vector_stores": sum(n for o, n in ops.items() if o.startswith("st.") and ".v4." in o),
         "scalar_16bit_loads": sum(n for o, n in ops.items() if o.startswith("ld.") and o.endswith("b16")),
         "shared_bytes": kernel.metadata.shared,
+        "libdevice_calls": len(re.findall(r"call\.uni[^;]*__nv_|__nv_\w+\.exit", kernel.asm["ptx"])),
+        "compares_64bit": len(re.findall(r"\bsetp\.\w+\.[bsu]64\b", kernel.asm["ptx"])),
+        "instructions": len(re.findall(r"^\s+[a-z@][^:]*;", kernel.asm["ptx"], flags=re.M)),
     }
 
 
@@ -59,10 +64,11 @@ def main() -> None:
               (8192, 4000, rw.ALIGN_ROWS))  # fmt: skip
     for n_rows, width, align in shapes:
         plan = plan_rows(n_rows, width, 2, 132, POLICY, None, 7 if align == rw.ALIGN_WINDOW else 0)
-        for op, ext in ((FORWARD, grad_ext), (LOSS_ONLY, loss_ext)):
-            arg = (30.0, 0.9, 0.1 / width)
+        runs = [(op, ext, arg) for op, ext in ((FORWARD, grad_ext), (LOSS_ONLY, loss_ext))
+                for arg in ((30.0, 0.9, 0.1 / width), (0.0, 1.0, 0.0))]  # soft cap and smoothing; neither  # fmt: skip
+        for op, ext, arg in runs:
             for step in rw._steps(op, plan, width, 8, align, torch.bfloat16, torch.bfloat16, ext, arg):
-                report = {"rows": n_rows, "width": width, "plan": plan.label, "op": op.name}
+                report = {"rows": n_rows, "width": width, "plan": plan.label, "op": op.name, "softcap": arg[0] > 0}
                 print(json.dumps({**report, **compile_step(step, plan.num_warps)}), flush=True)
     signature = {"grad_ptr": "*bf16", "g_ptr": "*fp32", "n_rows": "i64", "stride": "i64", "g_stride": "i64",
                  "blocks": "i64", "WIDTH": "constexpr", "BLOCK": "constexpr"}  # fmt: skip
