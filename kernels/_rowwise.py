@@ -58,6 +58,7 @@ from kernels.plans import (
     PlanKind,
     RowPlan,
     RowPolicy,
+    cdiv,
     plan_columns,
     plan_rows,
 )
@@ -958,7 +959,7 @@ class RowLauncher:
         guard = index >= 0 and index != torch.cuda.current_device()
         for views, rows in batches:
             key = (index, *[(t.dtype, t.data_ptr() % VECTOR_BYTES == 0) for t in views])
-            grid = (triton.cdiv(rows, rows_per_program) * programs_per_row, 1, 1)
+            grid = (cdiv(rows, rows_per_program) * programs_per_row, 1, 1)
             args = (*views, rows, *strides)
             if self.uncached:
                 self.kernel.launch_uncached(grid, args, consts, num_warps, pdl=pdl)
@@ -1132,7 +1133,7 @@ class _Prepared:
         stream = -1
         for i, step in enumerate(self.steps):
             bound = self.bound[i]
-            grid = triton.cdiv(n_rows, step.rows_per_program) * step.programs_per_row
+            grid = cdiv(n_rows, step.rows_per_program) * step.programs_per_row
             if bound is None:  # the first call of this key: Triton compiles and launches
                 everything = {**tensors, **(scratch or {})}
                 args = (*[everything[r] for r in step.roles], n_rows, *strides)
@@ -1386,7 +1387,7 @@ def column_sum(
     wide = torch.float64 if torch.float64 in (x.dtype, out.dtype) else torch.float32
     part = torch.empty((plan.splits, width), device=x.device, dtype=wide)
     acc = tl.float64 if wide == torch.float64 else tl.float32
-    col_blocks = triton.cdiv(width, plan.block_cols)
+    col_blocks = cdiv(width, plan.block_cols)
     if x.is_cuda and x.device.index != torch.cuda.current_device():  # Triton launches on the current GPU
         with torch.cuda.device(x.device):
             return column_sum(x, plan, y=y, row_scale=row_scale, out_dtype=out_dtype)

@@ -44,7 +44,7 @@ import triton.language as tl
 from kernels._checks import check_device, check_float, check_plan, check_same_device, check_tensor, eager_path
 from kernels._launch import FastKernel
 from kernels._rowwise import RowCall, RowExtras, RowOp, exp, log, row_layout, run_rows, safe_shift
-from kernels.plans import SOFTMAX_POLICY, RowPlan
+from kernels.plans import SOFTMAX_POLICY, RowPlan, cdiv, next_power_of_2
 
 # =============================================================================== arithmetic
 # Tiles are [R, B]: a = the logits x; c = the row base's column marker of the target (1 at the
@@ -243,8 +243,8 @@ def scale_rows_(grad: torch.Tensor, dloss: torch.Tensor) -> torch.Tensor:
     if n_rows == 0 or width == 0:
         return grad
     g = dloss.to(grad.dtype if grad.dtype == torch.float64 else torch.float32).contiguous()
-    block = min(4096, triton.next_power_of_2(width))
-    blocks = triton.cdiv(width, block)
+    block = min(4096, next_power_of_2(width))
+    blocks = cdiv(width, block)
     g_stride = 1 if g.dim() == 1 else 0
     if grad.is_cuda and grad.device.index != torch.cuda.current_device():
         with torch.cuda.device(grad.device):

@@ -83,6 +83,7 @@ import triton.language as tl
 from kernels._checks import check_device, check_same_device, check_tensor, eager_path
 from kernels._launch import INTERPRETER, FastKernel
 from kernels._rowwise import column_sum, sm_count
+from kernels.plans import cdiv, next_power_of_2
 
 VARIANTS = ("fixed", "autotuned", "persistent", "split_k")
 EPILOGUES = (None, "bias", "bias_gelu", "residual")
@@ -483,7 +484,7 @@ _mm_tuned_kernel = triton.autotune(
 
 def m_bucket(m: int) -> int:
     """The autotuner's bucket of M: the next power of two, at least 16."""
-    return max(16, triton.next_power_of_2(max(m, 1)))
+    return max(16, next_power_of_2(max(m, 1)))
 
 
 @functools.cache
@@ -514,7 +515,7 @@ def default_variant(m: int, n: int, k: int, device: torch.device, dtype: torch.d
     if INTERPRETER or device.type != "cuda":
         return "fixed"
     sms = sm_count(device)
-    if m <= SPLIT_K_MAX_M and k >= SPLIT_K_MIN_K and triton.cdiv(n, SPLIT_K_BLOCK_N) < sms:
+    if m <= SPLIT_K_MAX_M and k >= SPLIT_K_MIN_K and cdiv(n, SPLIT_K_BLOCK_N) < sms:
         return "split_k"
     index = device.index if device.index is not None else torch.cuda.current_device()
     if _capability(index)[0] == 9 and m * n * k >= PERSISTENT_MIN_MNK:
@@ -526,11 +527,11 @@ def split_count(m: int, n: int, k: int, config: TileConfig, sms: int) -> tuple[i
     """(splits, k_per_split) of split-K: enough splits that tiles x splits reaches about two
     programs per SM, at most ``MAX_SPLITS`` and at most one per K block; ``k_per_split`` is a
     multiple of ``block_k`` and no split is empty."""
-    tiles = triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n)
-    k_blocks = triton.cdiv(k, config.block_k)
-    splits = max(1, min(triton.cdiv(2 * sms, tiles), k_blocks, MAX_SPLITS))
-    k_per_split = triton.cdiv(k_blocks, splits) * config.block_k
-    return triton.cdiv(k, k_per_split), k_per_split
+    tiles = cdiv(m, config.block_m) * cdiv(n, config.block_n)
+    k_blocks = cdiv(k, config.block_k)
+    splits = max(1, min(cdiv(2 * sms, tiles), k_blocks, MAX_SPLITS))
+    k_per_split = cdiv(k_blocks, splits) * config.block_k
+    return cdiv(k, k_per_split), k_per_split
 
 
 def _layout(t: torch.Tensor) -> tuple[int, int, int, int]:
@@ -633,7 +634,7 @@ def _run(
         choice_key = (launch_key, m_bucket(m), head)
         chosen = _TUNED_CHOICE.get(choice_key)
         if chosen is None or _recording is not None:
-            grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
+            grid = lambda meta: (cdiv(m, meta["BLOCK_M"]) * cdiv(n, meta["BLOCK_N"]),)
             names = ("N", "K", "A_LAYOUT", "B_LAYOUT", "R_LAYOUT", "A_VEC", "B_VEC", "M_VEC", "C_VEC", "R_VEC",
                      "EPILOGUE", "STORE_PRE", "PRECISION")  # fmt: skip
             compiled = _mm_tuned_kernel[grid](*args, **dict(zip(names, head, strict=True)))
@@ -642,7 +643,7 @@ def _run(
             _TUNED_CHOICE[choice_key] = _mm_tuned_kernel.best_config
             return
         kw = chosen.kwargs
-        grid = (triton.cdiv(m, kw["BLOCK_M"]) * triton.cdiv(n, kw["BLOCK_N"]), 1, 1)
+        grid = (cdiv(m, kw["BLOCK_M"]) * cdiv(n, kw["BLOCK_N"]), 1, 1)
         consts = (*head, kw["BLOCK_M"], kw["BLOCK_N"], kw["BLOCK_K"], kw["GROUP_M"])
         _TUNED.launch(launch_key, index, grid, args, consts, chosen.num_warps, chosen.num_stages)
         return
@@ -651,7 +652,7 @@ def _run(
     tensors = (a, b, out, pre_t, bias_t, res_t)
     strides = (s_am, s_ak, s_bk, s_bn, out.stride(0), s_bias, s_rm, s_rn)
     even_k = k % cfg.block_k == 0
-    tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
+    tiles = cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n)
     tile = (cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m)
     if variant == "fixed":
         consts = (a_lay, b_lay, r_lay, a_vec, b_vec, m_vec, c_vec, r_vec, k_vec, even_k, code, store_pre, prec, *tile)
@@ -677,7 +678,7 @@ def _run(
                 consts, cfg.num_warps, cfg.num_stages)  # fmt: skip
         rm, rn = _REDUCE_BLOCK
         consts = (r_lay, r_vec, c_vec, code, store_pre, rm, rn)
-        _launch(_SPLIT_REDUCE, (ws, out, pre_t, bias_t, res_t), index, (triton.cdiv(m, rm), triton.cdiv(n, rn), 1),
+        _launch(_SPLIT_REDUCE, (ws, out, pre_t, bias_t, res_t), index, (cdiv(m, rm), cdiv(n, rn), 1),
                 (ws, out, pre_t, bias_t, res_t, m, n, splits, *strides[4:]), consts, 4, 1)  # fmt: skip
 
 
@@ -711,7 +712,7 @@ def gelu_backward(dy: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     if n == 0:
         return dz
     index = z.device.index if z.is_cuda else -1
-    grid = (triton.cdiv(n, _GELU_BLOCK), 1, 1)
+    grid = (cdiv(n, _GELU_BLOCK), 1, 1)
     if z.is_cuda and index != torch.cuda.current_device():
         with torch.cuda.device(z.device):
             _launch(_GELU_BACKWARD, (dy, z, dz), index, grid, (dy, z, dz, n), (_GELU_BLOCK,), 4, 1)

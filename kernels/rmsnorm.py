@@ -33,7 +33,7 @@ import triton.language as tl
 from kernels._checks import check_device, check_float, check_plan, check_same_device, check_tensor, eager_path
 from kernels._launch import FastKernel
 from kernels._rowwise import RowCall, RowExtras, RowOp, column_sum, row_layout, run_rows, sm_count
-from kernels.plans import PLAN_KINDS, RMSNORM_BACKWARD_POLICY, RMSNORM_POLICY, RowPlan
+from kernels.plans import PLAN_KINDS, RMSNORM_BACKWARD_POLICY, RMSNORM_POLICY, RowPlan, next_power_of_2
 
 # =============================================================================== arithmetic
 # Tiles are [R, B]; statistics [R] (m, s).  Forward: s = sum(h^2), finished into the inverse
@@ -182,7 +182,7 @@ def backward_fused(
             return backward_fused(h2d, dy2d, dx2d, weight, eps, dh2d, programs)
     programs = min(n_rows, programs or FUSED_PROGRAMS_PER_SM * sm_count(h2d.device))
     part = torch.empty((programs, width), device=h2d.device, dtype=acc_dtype)
-    block = triton.next_power_of_2(width)
+    block = next_power_of_2(width)
     warps = 4 if block <= 1024 else 8 if block <= 4096 else 16
     dh = h2d if dh2d is None else dh2d
     index = h2d.device.index if h2d.is_cuda else -1

@@ -36,6 +36,7 @@ import triton
 import triton.language as tl
 
 from kernels._checks import check_device, check_float, check_same_device, check_tensor
+from kernels.plans import next_power_of_2
 
 MODES = ("all_constexpr", "model_fixed", "all_runtime", "triton_default")
 RUNTIME_BLOCK = 1024  # all_runtime's chunk: one compilation serves every width
@@ -109,7 +110,7 @@ def launch(mode: str, x: torch.Tensor, weight: torch.Tensor, y: torch.Tensor, ep
     rows, width = x.shape
     stride = x.stride(0)
     grid = (_programs(x, rows),)
-    constexpr_block = triton.next_power_of_2(width)
+    constexpr_block = next_power_of_2(width)
     if mode == "all_constexpr":
         return all_constexpr_kernel[grid](x, weight, y, eps, rows, width, stride, constexpr_block)
     if mode == "model_fixed":
