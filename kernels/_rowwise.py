@@ -51,7 +51,7 @@ import triton.language as tl
 from triton import knobs
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
-from kernels._launch import INTERPRETER, FastKernel, current_stream
+from kernels._launch import INTERPRETER, FastKernel, current_device, current_stream
 from kernels.plans import (
     VECTOR_BYTES,
     ColumnPlan,
@@ -1186,7 +1186,6 @@ class _Prepared:
 
 
 _HOOKS = knobs.runtime.launch_enter_hook  # a profiler's hooks need Triton's own launch path
-_current_device = getattr(torch._C, "_cuda_getDevice", lambda: -1)  # torch.cuda.current_device, without its Python
 
 
 class RowCall:
@@ -1236,7 +1235,7 @@ class RowCall:
         # once per call, for the key and for the launch.  A role the call lacks is passed as
         # a (c, w) or out (out2, rstat), as _row_tensors does, and never read.
         index = a.get_device()
-        if index < 0 or INTERPRETER or _HOOKS.calls or index != _current_device():
+        if index < 0 or INTERPRETER or _HOOKS.calls or index != current_device():
             return None
         n_rows, width = a.shape
         th = self._thresholds.get(index)

@@ -81,7 +81,7 @@ import triton
 import triton.language as tl
 
 from kernels._checks import check_device, check_same_device, check_tensor, eager_path
-from kernels._launch import INTERPRETER, FastKernel
+from kernels._launch import INTERPRETER, FastKernel, current_device
 from kernels._rowwise import column_sum, sm_count
 from kernels.plans import cdiv, next_power_of_2
 
@@ -517,7 +517,7 @@ def default_variant(m: int, n: int, k: int, device: torch.device, dtype: torch.d
     sms = sm_count(device)
     if m <= SPLIT_K_MAX_M and k >= SPLIT_K_MIN_K and cdiv(n, SPLIT_K_BLOCK_N) < sms:
         return "split_k"
-    index = device.index if device.index is not None else torch.cuda.current_device()
+    index = device.index if device.index is not None else current_device()
     if _capability(index)[0] == 9 and m * n * k >= PERSISTENT_MIN_MNK:
         return "persistent"
     return "autotuned"
@@ -574,7 +574,8 @@ def _launch(kernel: FastKernel, tensors: tuple[torch.Tensor, ...], index: int, g
         if not INTERPRETER:
             _recording.append(compiled)
         return
-    key = (index, *[(t.dtype, _aligned(t)) for t in tensors])
+    # The pointers are among args (the tensors come first): their alignment, read once.
+    key = (index, *[t.dtype for t in tensors], *[p.data_ptr() % 16 == 0 for p in tensors])
     kernel.launch(key, index, grid, args, consts, warps, stages)
 
 
@@ -694,7 +695,7 @@ def _forward(
     if m == 0 or n == 0:
         return out, pre
     variant = variant or default_variant(m, n, k, a.device, a.dtype)
-    if a.is_cuda and a.device.index != torch.cuda.current_device():  # Triton launches on the current GPU
+    if a.is_cuda and a.device.index != current_device():  # Triton launches on the current GPU
         with torch.cuda.device(a.device):
             _run(a, b, out, pre, bias, residual, variant, epilogue, precision, config)
     else:
@@ -713,7 +714,7 @@ def gelu_backward(dy: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         return dz
     index = z.device.index if z.is_cuda else -1
     grid = (cdiv(n, _GELU_BLOCK), 1, 1)
-    if z.is_cuda and index != torch.cuda.current_device():
+    if z.is_cuda and index != current_device():
         with torch.cuda.device(z.device):
             _launch(_GELU_BACKWARD, (dy, z, dz), index, grid, (dy, z, dz, n), (_GELU_BLOCK,), 4, 1)
     else:
@@ -866,6 +867,8 @@ def _check(a: Any, b: Any, bias: Any, residual: Any, variant: Any, epilogue: Any
             "matmul: float32 operands need precision='tf32' (tensor cores, 10-bit mantissa products) "
             "or precision='ieee' (full float32); the choice is never made silently"
         )
+    if epilogue is None and bias is None and residual is None and config is None:
+        return  # the common call: nothing further to check
     n = b.shape[1]
     wants_bias = epilogue in ("bias", "bias_gelu")
     for name, t, wanted, shape in (("bias", bias, wants_bias, [n]), ("residual", residual, epilogue == "residual",

@@ -108,7 +108,7 @@ def _rmsnorm_calls():  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize(("width", "stride"), [(4097, 4104), (4096, 4096)])
 def test_single_launch_fast_path_launches_what_the_general_path_launches(monkeypatch, which, width, stride) -> None:
     monkeypatch.setattr(rw, "INTERPRETER", False)
-    monkeypatch.setattr(rw, "_current_device", lambda: 0)
+    monkeypatch.setattr(rw, "current_device", lambda: 0)
     monkeypatch.setattr(rw, "current_stream", lambda index: 12345)
     rows = 5
 
