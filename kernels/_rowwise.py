@@ -107,7 +107,7 @@ def sm_count(device: torch.device) -> int:
     """Multiprocessors of ``device``; the H200's 132 for CPU tensors (the interpreter)."""
     if device.type != "cuda":
         return 132
-    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+    return _sm_count(device.index if device.index is not None else current_device())
 
 
 def row_layout(tensors: Sequence[torch.Tensor]) -> tuple[int, int]:
@@ -956,7 +956,7 @@ class RowLauncher:
             keep = list(per_column) + [False] * (len(tensors) - len(per_column))
             batches = [([t if whole else t[r0 : r0 + per_launch] for t, whole in zip(tensors, keep, strict=True)],
                         min(per_launch, n_rows - r0)) for r0 in range(0, n_rows, per_launch)]  # fmt: skip
-        guard = index >= 0 and index != torch.cuda.current_device()
+        guard = index >= 0 and index != current_device()
         for views, rows in batches:
             key = (index, *[(t.dtype, t.data_ptr() % VECTOR_BYTES == 0) for t in views])
             grid = (cdiv(rows, rows_per_program) * programs_per_row, 1, 1)
@@ -1387,7 +1387,7 @@ def column_sum(
     part = torch.empty((plan.splits, width), device=x.device, dtype=wide)
     acc = tl.float64 if wide == torch.float64 else tl.float32
     col_blocks = cdiv(width, plan.block_cols)
-    if x.is_cuda and x.device.index != torch.cuda.current_device():  # Triton launches on the current GPU
+    if x.is_cuda and x.device.index != current_device():  # Triton launches on the current GPU
         with torch.cuda.device(x.device):
             return column_sum(x, plan, y=y, row_scale=row_scale, out_dtype=out_dtype)
     # Both launches through the cached launchers (Triton's own kernel[grid] path costs tens of

@@ -42,7 +42,7 @@ import triton
 import triton.language as tl
 
 from kernels._checks import check_device, check_float, check_plan, check_same_device, check_tensor, eager_path
-from kernels._launch import FastKernel
+from kernels._launch import FastKernel, current_device
 from kernels._rowwise import RowCall, RowExtras, RowOp, exp, log, row_layout, run_rows, safe_shift
 from kernels.plans import SOFTMAX_POLICY, RowPlan, cdiv, next_power_of_2
 
@@ -246,7 +246,7 @@ def scale_rows_(grad: torch.Tensor, dloss: torch.Tensor) -> torch.Tensor:
     block = min(4096, next_power_of_2(width))
     blocks = cdiv(width, block)
     g_stride = 1 if g.dim() == 1 else 0
-    if grad.is_cuda and grad.device.index != torch.cuda.current_device():
+    if grad.is_cuda and grad.device.index != current_device():
         with torch.cuda.device(grad.device):
             return scale_rows_(grad, dloss)
     # Through the cached launcher (Triton's own kernel[grid] path costs tens of µs of host time).

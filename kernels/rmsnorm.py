@@ -31,7 +31,7 @@ import triton
 import triton.language as tl
 
 from kernels._checks import check_device, check_float, check_plan, check_same_device, check_tensor, eager_path
-from kernels._launch import FastKernel
+from kernels._launch import FastKernel, current_device
 from kernels._rowwise import RowCall, RowExtras, RowOp, column_sum, row_layout, run_rows, sm_count
 from kernels.plans import PLAN_KINDS, RMSNORM_BACKWARD_POLICY, RMSNORM_POLICY, RowPlan, next_power_of_2
 
@@ -177,7 +177,7 @@ def backward_fused(
     acc_dtype = torch.float64 if h2d.dtype == torch.float64 else torch.float32
     if n_rows == 0:
         return torch.zeros(width, device=h2d.device, dtype=weight.dtype)
-    if h2d.is_cuda and h2d.device.index != torch.cuda.current_device():  # Triton launches on the current GPU
+    if h2d.is_cuda and h2d.device.index != current_device():  # Triton launches on the current GPU
         with torch.cuda.device(h2d.device):
             return backward_fused(h2d, dy2d, dx2d, weight, eps, dh2d, programs)
     programs = min(n_rows, programs or FUSED_PROGRAMS_PER_SM * sm_count(h2d.device))

@@ -24,6 +24,7 @@ import triton
 import triton.language as tl
 
 from kernels._checks import ACCEPTED, FLOAT_NAMES, check_device, check_same_device, check_tensor, eager_path
+from kernels._launch import current_device
 from kernels.plans import cdiv
 
 BLOCKS = (1024, 2048, 4096, 8192)  # elements per program: the block-size variants
@@ -64,7 +65,7 @@ def add_flat(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, alpha: float =
         return
     block = block or DEFAULT_BLOCK
     grid = (cdiv(n, block),)
-    if a.is_cuda and a.device.index != torch.cuda.current_device():
+    if a.is_cuda and a.device.index != current_device():
         with torch.cuda.device(a.device):
             add_kernel[grid](a, b, out, n, float(alpha), BLOCK=block, HAS_ALPHA=alpha != 1, num_warps=_warps(block))
         return
