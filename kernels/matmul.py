@@ -552,10 +552,6 @@ def _tma_ok(t: torch.Tensor, layout: int, vec: int) -> bool:
     return layout != _GENERAL and vec > 1 and t.data_ptr() % 16 == 0
 
 
-def _aligned(t: torch.Tensor) -> bool:
-    return t.data_ptr() % 16 == 0
-
-
 _FIXED = FastKernel(_mm_fixed_kernel)
 _PERSISTENT = FastKernel(_mm_persistent_kernel)
 _TUNED = FastKernel(_mm_tuned_body)  # the autotuner's choice, launched directly (see _run)
@@ -574,9 +570,13 @@ def _launch(kernel: FastKernel, tensors: tuple[torch.Tensor, ...], index: int, g
         if not INTERPRETER:
             _recording.append(compiled)
         return
-    # The pointers are among args (the tensors come first): their alignment, read once.
-    key = (index, *[t.dtype for t in tensors], *[p.data_ptr() % 16 == 0 for p in tensors])
-    kernel.launch(key, index, grid, args, consts, warps, stages)
+    kernel.launch(_launch_key(index, tensors), index, grid, args, consts, warps, stages)
+
+
+def _launch_key(index: int, tensors: tuple[torch.Tensor, ...]) -> tuple[Any, ...]:
+    # What a compiled launch depends on besides its constexprs: the device, each pointer's
+    # dtype and 16-byte alignment (FastKernel's contract).
+    return (index, *[t.dtype for t in tensors], *[t.data_ptr() % 16 == 0 for t in tensors])
 
 
 def _tensor_allocator(size: int, alignment: int, stream: int | None) -> torch.Tensor:
@@ -631,7 +631,7 @@ def _run(
         head = (n, k, a_lay, b_lay, r_lay, a_vec, b_vec, m_vec, c_vec, r_vec, code, store_pre, prec)
         # The autotuner's own launch binds and hashes every argument (tens of µs of host time per
         # call): it runs once per key, to choose; later calls launch its choice directly.
-        launch_key = (index, *[(t.dtype, _aligned(t)) for t in tensors])  # what _launch would key on
+        launch_key = _launch_key(index, tensors)
         choice_key = (launch_key, m_bucket(m), head)
         chosen = _TUNED_CHOICE.get(choice_key)
         if chosen is None or _recording is not None:
