@@ -598,14 +598,55 @@ def _precision_name(dtype: torch.dtype, precision: str | None) -> str:
     return precision if dtype == torch.float32 and precision else "tf32"  # 16-bit operands ignore it
 
 
+# A prepared launch per call signature (device, variant, shapes, strides, dtypes, alignment,
+# precision) for the common call (no epilogue operand, no forced config): the layouts, vector
+# widths, tile and grid below cost ~10 µs of Python per call; the hit costs one key and a dict
+# lookup.  M is part of the key (grid), so a sweep over M fills one entry per M.
+_PREPARED: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+
+
 def _run(
     a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, pre: torch.Tensor | None, bias: torch.Tensor | None,
     residual: torch.Tensor | None, variant: str, epilogue: str | None, precision: str | None,
     config: TileConfig | None,
 ) -> None:  # fmt: skip
     """Launch ``variant`` for ``out = epilogue(a @ b)`` (M, N ≥ 1); ``pre`` receives z for bias_gelu."""
-    (m, k), n = a.shape, b.shape[1]
     index = a.device.index if a.is_cuda else -1
+    common = pre is None and bias is None and residual is None and config is None and _recording is None
+    if common:
+        key = (index, variant, epilogue, precision, a.shape, a.stride(), b.shape, b.stride(), a.dtype, b.dtype,
+               a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0, out.data_ptr() % 16 == 0)  # fmt: skip
+        hit = _PREPARED.get(key)
+        if hit is not None:
+            kernel, launch_key, grid, tail, consts, warps, stages, tma = hit
+            if tma:
+                _ensure_allocator()
+            kernel.launch(launch_key, index, grid, (a, b, out, out, out, out, *tail), consts, warps, stages)
+            return
+    prepared = _prepare(a, b, out, pre, bias, residual, variant, epilogue, precision, config, index)
+    if prepared is None:  # split-K, or the autotuner's first call of a key: launched already
+        return
+    kernel, launch_key, grid, args, consts, warps, stages, tma = prepared
+    if tma and not INTERPRETER:
+        _ensure_allocator()
+    if _recording is not None:
+        _launch(kernel, args[:6], index, grid, args, consts, warps, stages)
+        return
+    kernel.launch(launch_key, index, grid, args, consts, warps, stages)
+    if common:
+        if len(_PREPARED) >= 4096:  # a sweep over many M: start again rather than grow without bound
+            _PREPARED.clear()
+        _PREPARED[key] = (kernel, launch_key, grid, args[6:], consts, warps, stages, tma and not INTERPRETER)
+
+
+def _prepare(
+    a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, pre: torch.Tensor | None, bias: torch.Tensor | None,
+    residual: torch.Tensor | None, variant: str, epilogue: str | None, precision: str | None,
+    config: TileConfig | None, index: int,
+) -> tuple[Any, ...] | None:  # fmt: skip
+    """(kernel, launch key, grid, args, consts, warps, stages, uses TMA) for one launch; None
+    where the launch happened here (split-K's two kernels; the autotuner's choosing call)."""
+    (m, k), n = a.shape, b.shape[1]
     a_lay, s_am, s_ak, a_vec = _layout(a)
     b_lay, s_bk, s_bn, b_vec = _layout(b)
     vec = 16 // out.element_size()
@@ -622,11 +663,11 @@ def _run(
     s_bias = bias.stride(0) if bias is not None else 0
     r_lay, s_rm, s_rn, r_vec = _layout(residual) if residual is not None else (_INNER, 0, 1, 1)
     prec = _precision_name(a.dtype, precision)
+    tensors = (a, b, out, pre_t, bias_t, res_t)
     if k == 0:  # acc = 0 everywhere: the fixed kernel's K loop runs no step, its epilogue still applies
         variant = "fixed"
         config = config or default_config("fixed", a.dtype, m)
     if variant == "autotuned":
-        tensors = (a, b, out, pre_t, bias_t, res_t)
         args = (*tensors, m, m_bucket(m), s_am, s_ak, s_bk, s_bn, out.stride(0), s_bias, s_rm, s_rn)
         head = (n, k, a_lay, b_lay, r_lay, a_vec, b_vec, m_vec, c_vec, r_vec, code, store_pre, prec)
         # The autotuner's own launch binds and hashes every argument (tens of µs of host time per
@@ -642,45 +683,42 @@ def _run(
             if _recording is not None and not INTERPRETER:
                 _recording.append(compiled)
             _TUNED_CHOICE[choice_key] = _mm_tuned_kernel.best_config
-            return
+            return None
         kw = chosen.kwargs
         grid = (cdiv(m, kw["BLOCK_M"]) * cdiv(n, kw["BLOCK_N"]), 1, 1)
         consts = (*head, kw["BLOCK_M"], kw["BLOCK_N"], kw["BLOCK_K"], kw["GROUP_M"])
-        _TUNED.launch(launch_key, index, grid, args, consts, chosen.num_warps, chosen.num_stages)
-        return
+        return _TUNED, launch_key, grid, args, consts, chosen.num_warps, chosen.num_stages, False
     cfg = config or default_config(variant, a.dtype, m)
     assert cfg is not None
-    tensors = (a, b, out, pre_t, bias_t, res_t)
     strides = (s_am, s_ak, s_bk, s_bn, out.stride(0), s_bias, s_rm, s_rn)
     even_k = k % cfg.block_k == 0
     tiles = cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n)
     tile = (cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m)
     if variant == "fixed":
         consts = (a_lay, b_lay, r_lay, a_vec, b_vec, m_vec, c_vec, r_vec, k_vec, even_k, code, store_pre, prec, *tile)
-        _launch(_FIXED, tensors, index, (tiles, 1, 1), (*tensors, m, n, k, *strides), consts,
-                cfg.num_warps, cfg.num_stages)  # fmt: skip
-    elif variant == "persistent":
+        return (_FIXED, _launch_key(index, tensors), (tiles, 1, 1), (*tensors, m, n, k, *strides), consts,
+                cfg.num_warps, cfg.num_stages, False)  # fmt: skip
+    if variant == "persistent":
         use_tma = (
             _tma_ok(a, a_lay, a_vec) and _tma_ok(b, b_lay, b_vec)
             and (INTERPRETER or _capability(index)[0] >= 9)
         )  # fmt: skip
-        if use_tma and not INTERPRETER:
-            _ensure_allocator()
         sms = sm_count(a.device)
         consts = (a_lay, b_lay, r_lay, a_vec, b_vec, m_vec, c_vec, r_vec, k_vec, even_k, code, store_pre, prec,
                   *tile, sms, use_tma)  # fmt: skip
-        _launch(_PERSISTENT, tensors, index, (min(sms, tiles), 1, 1), (*tensors, m, n, k, *strides), consts,
-                cfg.num_warps, cfg.num_stages)  # fmt: skip
-    else:  # split_k
-        splits, k_per_split = split_count(m, n, k, cfg, sm_count(a.device))
-        ws = torch.empty((splits, m, n), device=a.device, dtype=torch.float32)
-        consts = (a_lay, b_lay, a_vec, b_vec, m_vec, c_vec, k_vec, even_k, prec, *tile)
-        _launch(_SPLIT, (a, b, ws), index, (tiles, splits, 1), (a, b, ws, m, n, k, k_per_split, *strides[:4]),
-                consts, cfg.num_warps, cfg.num_stages)  # fmt: skip
-        rm, rn = _REDUCE_BLOCK
-        consts = (r_lay, r_vec, c_vec, code, store_pre, rm, rn)
-        _launch(_SPLIT_REDUCE, (ws, out, pre_t, bias_t, res_t), index, (cdiv(m, rm), cdiv(n, rn), 1),
-                (ws, out, pre_t, bias_t, res_t, m, n, splits, *strides[4:]), consts, 4, 1)  # fmt: skip
+        return (_PERSISTENT, _launch_key(index, tensors), (min(sms, tiles), 1, 1), (*tensors, m, n, k, *strides),
+                consts, cfg.num_warps, cfg.num_stages, use_tma)  # fmt: skip
+    # split_k: a workspace per call and two kernels
+    splits, k_per_split = split_count(m, n, k, cfg, sm_count(a.device))
+    ws = torch.empty((splits, m, n), device=a.device, dtype=torch.float32)
+    consts = (a_lay, b_lay, a_vec, b_vec, m_vec, c_vec, k_vec, even_k, prec, *tile)
+    _launch(_SPLIT, (a, b, ws), index, (tiles, splits, 1), (a, b, ws, m, n, k, k_per_split, *strides[:4]),
+            consts, cfg.num_warps, cfg.num_stages)  # fmt: skip
+    rm, rn = _REDUCE_BLOCK
+    consts = (r_lay, r_vec, c_vec, code, store_pre, rm, rn)
+    _launch(_SPLIT_REDUCE, (ws, out, pre_t, bias_t, res_t), index, (cdiv(m, rm), cdiv(n, rn), 1),
+            (ws, out, pre_t, bias_t, res_t, m, n, splits, *strides[4:]), consts, 4, 1)  # fmt: skip
+    return None
 
 
 def _forward(

@@ -65,7 +65,8 @@ def main() -> None:
     for n_rows, width, align in shapes:
         plan = plan_rows(n_rows, width, 2, 132, POLICY, None, 7 if align == rw.ALIGN_WINDOW else 0)
         runs = [(op, ext, arg) for op, ext in ((FORWARD, grad_ext), (LOSS_ONLY, loss_ext))
-                for arg in ((30.0, 0.9, 0.1 / width), (0.0, 1.0, 0.0))]  # soft cap and smoothing; neither  # fmt: skip
+                for arg in ((30.0, 0.9, 0.1 / width, True), (0.0, 1.0, 0.0, True))]  # fmt: skip
+        # soft cap and smoothing; neither (bf16 logits: the fast tanh)
         for op, ext, arg in runs:
             for step in rw._steps(op, plan, width, 8, align, torch.bfloat16, torch.bfloat16, ext, arg):
                 report = {"rows": n_rows, "width": width, "plan": plan.label, "op": op.name, "softcap": arg[0] > 0}

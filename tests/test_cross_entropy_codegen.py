@@ -35,3 +35,20 @@ def test_cross_entropy_kernels_load_and_store_16_byte_vectors(reports) -> None:
         if r["op"] == "cross_entropy" and r["kernel"] != "row_split_reduce_kernel":
             assert r["vector_stores"] > 0, r  # the gradient over the logits
         assert r["scalar_16bit_loads"] <= 1, r
+
+
+def test_soft_capping_of_16_bit_logits_costs_a_few_instructions_per_element(reports) -> None:
+    # bf16 logits take the two-MUFU tanh (ex2 + rcp.approx) and a multiply by 1/cap: the
+    # looped loss kernel at 8192 x 128256 grew from 200 PTX instructions to 247 with it, and
+    # to 562 with the exact form (a full-range division for x / cap and another in tanh); the
+    # gradient kernel (tanh in both passes, 1 - t^2 in the second) from 411 to 949 (1056 exact).
+    def count(width: int, op: str, softcap: bool) -> int:
+        (r,) = [r for r in reports if r["width"] == width and r["rows"] == 8192 and r["op"] == op
+                and r["softcap"] == softcap]  # fmt: skip
+        return r["instructions"]
+
+    for width in (128256, 50257):
+        for op in ("cross_entropy", "cross_entropy_loss"):
+            plain, capped = count(width, op, False), count(width, op, True)
+            bound = 1.4 if op == "cross_entropy_loss" else 2.4
+            assert capped <= bound * plain, (width, op, plain, capped)

@@ -167,6 +167,7 @@ def test_autotuned_choice_is_launched_directly_after_the_first_call(epilogue, mo
     time); every later call of that key launches its choice through FastKernel, with the
     chosen tile as constexprs, and computes the same product."""
     monkeypatch.setattr(mm_module, "_TUNED_CHOICE", {})
+    monkeypatch.setattr(mm_module, "_PREPARED", {})
     m, n, k, dtype = 37, 48, 80, torch.bfloat16
     a, b = randn((m, k), dtype, "ac1"), randn((k, n), dtype, "ac2")
     bias, residual = randn((n,), dtype, "ac3"), randn((m, n), dtype, "ac4")
@@ -187,6 +188,31 @@ def test_autotuned_choice_is_launched_directly_after_the_first_call(epilogue, mo
         kw = {"residual": randn((300, n), dtype, "ac6")}
     matmul(randn((300, k), dtype, "ac5"), b, variant="autotuned", epilogue=epilogue, **kw)  # another M bucket
     assert len(mm_module._TUNED_CHOICE) == 2 and spy.launches[-1][2] == (), "a new key is tuned anew"
+
+
+@pytest.mark.parametrize("variant", ["fixed", "persistent", "autotuned"])
+def test_prepared_launch_is_per_layout_alignment_and_shape(variant, monkeypatch) -> None:
+    """The common call's prepared launch (kernels.matmul._PREPARED) is keyed on everything the
+    launch depends on: the same shapes with a transposed operand, a 16-byte-misaligned view or
+    another M each get their own entry, and a repeated call reuses its entry with the same bits."""
+    monkeypatch.setattr(mm_module, "_PREPARED", {})
+    m, n, k, dtype = 29, 40, 48, torch.bfloat16
+    a = randn((m, k), dtype, "pl1")
+    b = randn((k, n), dtype, "pl2")
+    buf = randn((m * k + 1,), dtype, "pl3")
+    operands = [
+        (a, b),
+        (randn((k, m), dtype, "pl4").T, b),  # a transposed: same shape, swapped strides
+        (buf[1:].view(m, k), b),  # 2 bytes past a 16-byte boundary: no TMA, no vector loads
+        (randn((m + 3, k), dtype, "pl5"), b),  # another M
+        (a, b),  # the first again: its entry
+    ]
+    outs = [matmul(x, y, variant=variant) for x, y in operands]
+    for (x, y), out in zip(operands, outs, strict=True):
+        assert_close(out, reference(x, y), dtype, f"prepared {variant}")
+    assert torch.equal(outs[0], outs[-1])
+    # the autotuner's choosing call (the first of each layout and alignment) prepares nothing
+    assert len(mm_module._PREPARED) == (2 if variant == "autotuned" else 4)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
