@@ -69,6 +69,13 @@ class CudaBackend:
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
 
+    def memory_note(self) -> str:
+        gib = 2**30
+        allocated, reserved = torch.cuda.memory_allocated(self.device), torch.cuda.memory_reserved(self.device)
+        free, total = torch.cuda.mem_get_info(self.device)
+        return f"; device memory: {allocated / gib:.2f} GiB allocated, {reserved / gib:.2f} reserved, " \
+               f"{(total - free) / gib:.2f} in use"
+
 
 @dataclass
 class HostTimer:
@@ -115,3 +122,6 @@ class HostBackend:
 
     def cleanup(self) -> None:
         pass
+
+    def memory_note(self) -> str:
+        return ""

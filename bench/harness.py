@@ -69,6 +69,7 @@ class Backend(Protocol):
     def after_round(self) -> None: ...
     def poison(self, nbytes: int) -> None: ...
     def cleanup(self) -> None: ...
+    def memory_note(self) -> str: ...
 
 
 @dataclass
@@ -256,7 +257,7 @@ class Progress:
     def __init__(self, total: int, stream: Any) -> None:
         self.total, self.stream, self.t0 = total, stream, time.monotonic()
 
-    def case_done(self, done: int, entries: list[dict[str, Any]]) -> None:
+    def case_done(self, done: int, entries: list[dict[str, Any]], memory: str = "") -> None:
         elapsed = time.monotonic() - self.t0
         eta = elapsed / done * (self.total - done)
         parts = []
@@ -265,7 +266,8 @@ class Progress:
             refused = [n for n, v in e["variants"].items() if v["error"]]
             line = " ".join(f"{n}={t:.1f}" for n, t in sorted(med.items(), key=lambda kv: kv[1]))
             parts.append(f"  {e['id']:<34} µs: {line}" + (f"  [errors: {', '.join(refused)}]" if refused else ""))
-        print(f"[{done}/{self.total}] {elapsed:6.0f}s elapsed, ~{eta:4.0f}s left", file=self.stream)
+        # memory: what the device holds after the case (a case that leaks shows as growth)
+        print(f"[{done}/{self.total}] {elapsed:6.0f}s elapsed, ~{eta:4.0f}s left{memory}", file=self.stream)
         print("\n".join(parts), file=self.stream, flush=True)
 
 
@@ -287,8 +289,9 @@ def run_study(study: Study, backend: Backend, writer: Any, opts: Options, stream
                 entries = failed_case(study, case, exc, opts)
             for entry in entries:
                 writer.add_case(entry)
-            progress.case_done(i + 1, entries)
             gc.collect()
+            backend.cleanup()
+            progress.case_done(i + 1, entries, backend.memory_note())
     except BaseException as exc:
         writer.finish("interrupted", note=describe_error(exc))
         raise
