@@ -22,6 +22,9 @@ class CudaBackend:
         self.warmup = timing.Warmup(device)
         # One CUDA-graph memory pool for every graph of a case and L2 mode (see make_timer).
         self._pool: Any = None
+        # Variants whose capture failed once: timed with events in every later case, never
+        # captured again (each failed capture keeps its pool: timing._release_failed_capture).
+        self.uncapturable: set[str] = set()
 
     def method(self) -> dict[str, Any]:
         return {
@@ -42,17 +45,22 @@ class CudaBackend:
         return 1 if l2 == "warm" else timing.rotation_sets(case_bytes, self.l2_bytes)
 
     def make_timer(
-        self, fn_for_set: Callable[[int], object], sets: int, target_ms: float
+        self, fn_for_set: Callable[[int], object], sets: int, target_ms: float, name: str | None = None
     ) -> tuple[timing.Timer, timing.EagerTimer]:
         # The graphs of one case share a memory pool: the harness replays them one at a time
         # on one stream, and every replay reads only its inputs (allocated before capture) and
-        # what it wrote itself, so a graph's temporaries may sit where another's did.  With a
-        # pool per graph, a case's six training-step variants held six sets of [N, V]
-        # temporaries at once: the cross-entropy sweep at bc8b644 ran out of the H200's
-        # 140 GB from 16384 x 32000 on (126 GiB reserved in the graphs' pools).
+        # what it wrote itself, so a graph's temporaries may sit where another's did (a pool
+        # per graph holds every variant's temporaries at once).  What ran the cross-entropy
+        # sweeps out of memory (bc8b644, b2a50f2: 137 GiB reserved after 14 cases) was not
+        # that but the failed captures of the peers that sync with the host, whose pools
+        # PyTorch never gives back: timing.make_timer screens them out first.
         if self._pool is None:
             self._pool = torch.cuda.graph_pool_handle()
-        return timing.make_timer(fn_for_set, sets, target_ms, pool=self._pool)
+        capture = name not in self.uncapturable
+        timers = timing.make_timer(fn_for_set, sets, target_ms, pool=self._pool, capture=capture)
+        if name is not None and timers[0].timer != timing.GRAPH:
+            self.uncapturable.add(name)
+        return timers
 
     def before_case(self) -> None:
         self.warmup.maybe_burst()
@@ -73,8 +81,10 @@ class CudaBackend:
         gib = 2**30
         allocated, reserved = torch.cuda.memory_allocated(self.device), torch.cuda.memory_reserved(self.device)
         free, total = torch.cuda.mem_get_info(self.device)
-        return f"; device memory: {allocated / gib:.2f} GiB allocated, {reserved / gib:.2f} reserved, " \
-               f"{(total - free) / gib:.2f} in use"
+        return (
+            f"; device memory: {allocated / gib:.2f} GiB allocated, {reserved / gib:.2f} reserved, "
+            f"{(total - free) / gib:.2f} in use"
+        )
 
 
 @dataclass
@@ -106,7 +116,7 @@ class HostBackend:
         return 1 if l2 == "warm" else 2
 
     def make_timer(
-        self, fn_for_set: Callable[[int], object], sets: int, target_ms: float
+        self, fn_for_set: Callable[[int], object], sets: int, target_ms: float, name: str | None = None
     ) -> tuple[HostTimer, HostTimer]:
         fn_for_set(0)
         return HostTimer(lambda: fn_for_set(0)), HostTimer(lambda: fn_for_set(sets - 1), timer="host-clock")

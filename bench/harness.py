@@ -64,7 +64,9 @@ class Backend(Protocol):
     l2_bytes: int
 
     def sets_for(self, l2: str, case_bytes: int) -> int: ...
-    def make_timer(self, fn_for_set: Callable[[int], object], sets: int, target_ms: float) -> tuple[Timer, Timer]: ...
+    def make_timer(
+        self, fn_for_set: Callable[[int], object], sets: int, target_ms: float, name: str | None = None
+    ) -> tuple[Timer, Timer]: ...
     def before_case(self) -> None: ...
     def after_round(self) -> None: ...
     def poison(self, nbytes: int) -> None: ...
@@ -182,7 +184,7 @@ def measure_case(study: Study, case: Params, index: int, backend: Backend, opts:
         for name, step in steps.items():
             try:
                 fn = lambda i, step=step, timed=timed: step(timed[i])
-                timers[name] = backend.make_timer(fn, sets, opts.target_ms)
+                timers[name] = backend.make_timer(fn, sets, opts.target_ms, name=name)
                 rec = recs[name]
                 rec.timer, rec.calls_per_sample = timers[name][0].timer, timers[name][0].calls
                 rec.eager_calls_per_sample = timers[name][1].calls if opts.eager else None

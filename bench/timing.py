@@ -143,13 +143,13 @@ def _capture(fn_for_set: Callable[[int], object], calls: int, sets: int, pool: A
 
 
 def _release_failed_capture(graph: torch.cuda.CUDAGraph) -> None:
-    """Give back the private memory pool of a capture that failed (a variant that syncs with
-    the host, such as Liger-Kernel's cross-entropy, cannot be captured and is timed with
-    events instead).  In the first cross-entropy sweep (ebbf780) 137 GiB stayed reserved
-    after 21 cases and every later allocation of a gradient failed.  ``CUDAGraph.reset()``
-    releases the pool once and clears the graph's state, so that its destructor does not
-    release it again (releasing the pool directly, as 77963e9 did, made the destructor's
-    second release abort the process)."""
+    """Give back what a capture that failed can give back.  ``CUDAGraph.reset()`` clears the
+    graph's state so that its destructor does not release the pool a second time (releasing
+    the pool directly, as 77963e9 did, made the destructor's second release abort the
+    process).  It does not give the pool back: PyTorch up to 2.13 releases a graph's pool only
+    if its capture ended (pytorch/pytorch#190348, fixed after 2.13), so a failed capture's pool
+    stays reserved for the rest of the process.  Hence :func:`capturable` first, and a failed
+    capture never in a pool other graphs share."""
     with contextlib.suppress(Exception):  # nothing to give back (the capture never began)
         graph.reset()
     gc.collect()
@@ -157,22 +157,47 @@ def _release_failed_capture(graph: torch.cuda.CUDAGraph) -> None:
     torch.cuda.empty_cache()
 
 
+def capturable(fn: Callable[[], object]) -> bool:
+    """Whether ``fn`` (already warm) makes no call that synchronizes with the host, which a
+    CUDA-graph capture refuses: one call under ``torch.cuda.set_sync_debug_mode("error")``.
+    A capture that fails keeps its memory pool for the rest of the process (see
+    :func:`_release_failed_capture`): with one pool per case, Liger-Kernel's and QuACK's
+    cross-entropy, which are timed with events, kept every case's pool (137 GiB reserved after
+    14 cases in the sweep at b2a50f2, and every later case ran out of memory)."""
+    before = torch.cuda.get_sync_debug_mode()
+    try:
+        torch.cuda.set_sync_debug_mode("error")
+        fn()
+    except RuntimeError:
+        return False
+    finally:
+        torch.cuda.set_sync_debug_mode(before)
+    torch.cuda.synchronize()
+    return True
+
+
 def make_timer(
-    fn_for_set: Callable[[int], object], sets: int, target_ms: float, eager_most: int = 200, pool: Any = None
-) -> tuple[Timer, EagerTimer]:
+    fn_for_set: Callable[[int], object], sets: int, target_ms: float, eager_most: int = 200, pool: Any = None,
+    capture: bool = True,
+) -> tuple[Timer, EagerTimer]:  # fmt: skip
     """Warm the variant up, estimate one call's device time, and build its two timers.
 
     ``fn_for_set(i)`` runs the variant on input set ``i`` of ``sets`` (1 for warm L2).  The
     graph holds a whole number of rotations, at least ``target_ms`` long; the eager timer
     makes the same number of calls, at most ``eager_most``.  ``pool``: a CUDA-graph memory
     pool (``torch.cuda.graph_pool_handle()``) shared with other graphs that are only ever
-    replayed one at a time on the same stream; ``None``, a private pool per graph."""
+    replayed one at a time on the same stream; ``None``, a private pool per graph.  A variant
+    that synchronizes with the host (:func:`capturable`) is timed with CUDA events without a
+    capture; the first capture of a variant (one call) takes a private pool of its own, so
+    that a capture that fails anyway leaks one call's temporaries, not the shared pool."""
     for i in range(min(sets, 2)):
         _warm_up_eagerly(lambda i=i: fn_for_set(i))
     try:
+        if not capture or not capturable(lambda: fn_for_set(0)):
+            raise _NotCapturable
         # One call's device time, from a one-call graph: an eager estimate would count the
         # host's dispatch (hundreds of µs for an autograd step) and give far too few calls.
-        one = Timer(fn_for_set, 1, 1, GRAPH, graph=_capture(fn_for_set, 1, 1, pool))
+        one = Timer(fn_for_set, 1, 1, GRAPH, graph=_capture(fn_for_set, 1, 1, None))
         estimate = sorted(one.sample_us() for _ in range(5))[2] / 1000.0
         one.release()
         calls = max(sets, math.ceil(calls_for(estimate, target_ms) / sets) * sets)
@@ -183,6 +208,10 @@ def make_timer(
         calls = max(sets, math.ceil(calls_for(estimate, target_ms) / sets) * sets)
         timer = Timer(fn_for_set, calls, sets, EVENTS)
     return timer, EagerTimer(fn_for_set, max(1, min(calls, eager_most)), sets)
+
+
+class _NotCapturable(Exception):
+    """The variant synchronizes with the host: timed with events, never captured."""
 
 
 class Warmup:
