@@ -619,12 +619,20 @@ def _run(
         hit = _PREPARED.get(key)
         if hit is not None:
             kernel, launch_key, grid, tail, consts, warps, stages, tma = hit
+            if kernel is _SPLIT:
+                _split_launch(a, b, (out, out, out, out), index, hit)  # the common call's epilogue tensors
+                return
             if tma:
                 _ensure_allocator()
             kernel.launch(launch_key, index, grid, (a, b, out, out, out, out, *tail), consts, warps, stages)
             return
     prepared = _prepare(a, b, out, pre, bias, residual, variant, epilogue, precision, config, index)
-    if prepared is None:  # split-K, or the autotuner's first call of a key: launched already
+    if prepared is None:  # the autotuner's first call of a key: launched already
+        return
+    if prepared[0] is _SPLIT:  # two launches and a workspace per call
+        _split_launch(a, b, prepared[3], index, prepared)
+        if common:  # without the tensors: an entry must not keep this call's output alive
+            _remember(key, (*prepared[:3], None, *prepared[4:]))
         return
     kernel, launch_key, grid, args, consts, warps, stages, tma = prepared
     if tma and not INTERPRETER:
@@ -634,9 +642,13 @@ def _run(
         return
     kernel.launch(launch_key, index, grid, args, consts, warps, stages)
     if common:
-        if len(_PREPARED) >= 4096:  # a sweep over many M: start again rather than grow without bound
-            _PREPARED.clear()
-        _PREPARED[key] = (kernel, launch_key, grid, args[6:], consts, warps, stages, tma and not INTERPRETER)
+        _remember(key, (kernel, launch_key, grid, args[6:], consts, warps, stages, tma and not INTERPRETER))
+
+
+def _remember(key: tuple[Any, ...], entry: tuple[Any, ...]) -> None:
+    if len(_PREPARED) >= 4096:  # a sweep over many M: start again rather than grow without bound
+        _PREPARED.clear()
+    _PREPARED[key] = entry
 
 
 def _prepare(
@@ -708,17 +720,37 @@ def _prepare(
                   *tile, sms, use_tma)  # fmt: skip
         return (_PERSISTENT, _launch_key(index, tensors), (min(sms, tiles), 1, 1), (*tensors, m, n, k, *strides),
                 consts, cfg.num_warps, cfg.num_stages, use_tma)  # fmt: skip
-    # split_k: a workspace per call and two kernels
+    # split_k: a workspace per call and two kernels (_split_launch).  In this tuple's slots:
+    # the launch key holds both kernels' keys (the workspace is always 16-byte aligned), the
+    # grid both grids, "args" the epilogue's four tensors and consts both constexpr tuples.
     splits, k_per_split = split_count(m, n, k, cfg, sm_count(a.device))
-    ws = torch.empty((splits, m, n), device=a.device, dtype=torch.float32)
-    consts = (a_lay, b_lay, a_vec, b_vec, m_vec, c_vec, k_vec, even_k, prec, *tile)
-    _launch(_SPLIT, (a, b, ws), index, (tiles, splits, 1), (a, b, ws, m, n, k, k_per_split, *strides[:4]),
-            consts, cfg.num_warps, cfg.num_stages)  # fmt: skip
     rm, rn = _REDUCE_BLOCK
-    consts = (r_lay, r_vec, c_vec, code, store_pre, rm, rn)
-    _launch(_SPLIT_REDUCE, (ws, out, pre_t, bias_t, res_t), index, (cdiv(m, rm), cdiv(n, rn), 1),
-            (ws, out, pre_t, bias_t, res_t, m, n, splits, *strides[4:]), consts, 4, 1)  # fmt: skip
-    return None
+    ep = (out, pre_t, bias_t, res_t)
+    keys = (
+        (index, a.dtype, b.dtype, torch.float32, a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0, True),
+        (index, torch.float32, *[t.dtype for t in ep], True, *[t.data_ptr() % 16 == 0 for t in ep]),
+    )  # _launch_key's, with the workspace's dtype and alignment in its place
+    grids = ((tiles, splits, 1), (cdiv(m, rm), cdiv(n, rn), 1))
+    tails = ((m, n, k, k_per_split, *strides[:4]), (m, n, splits, *strides[4:]), (splits, m, n))
+    consts = ((a_lay, b_lay, a_vec, b_vec, m_vec, c_vec, k_vec, even_k, prec, *tile),
+              (r_lay, r_vec, c_vec, code, store_pre, rm, rn))  # fmt: skip
+    return _SPLIT, keys, grids, ep, consts, cfg.num_warps, cfg.num_stages, tails
+
+
+def _split_launch(
+    a: torch.Tensor, b: torch.Tensor, epilogue_tensors: tuple[torch.Tensor, ...], index: int, prepared: tuple[Any, ...]
+) -> None:  # fmt: skip
+    """Split-K's two launches: the partial products into a fresh fp32 workspace ``[splits, M,
+    N]``, then their sum in split order with the epilogue (``prepared`` from :func:`_prepare`)."""
+    _, keys, grids, _, consts, warps, stages, tails = prepared
+    ws = torch.empty(tails[2], device=a.device, dtype=torch.float32)
+    if _recording is not None:
+        _launch(_SPLIT, (a, b, ws), index, grids[0], (a, b, ws, *tails[0]), consts[0], warps, stages)
+        _launch(_SPLIT_REDUCE, (ws, *epilogue_tensors), index, grids[1], (ws, *epilogue_tensors, *tails[1]),
+                consts[1], 4, 1)  # fmt: skip
+        return
+    _SPLIT.launch(keys[0], index, grids[0], (a, b, ws, *tails[0]), consts[0], warps, stages)
+    _SPLIT_REDUCE.launch(keys[1], index, grids[1], (ws, *epilogue_tensors, *tails[1]), consts[1], 4, 1)
 
 
 def _forward(

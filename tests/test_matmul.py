@@ -190,7 +190,7 @@ def test_autotuned_choice_is_launched_directly_after_the_first_call(epilogue, mo
     assert len(mm_module._TUNED_CHOICE) == 2 and spy.launches[-1][2] == (), "a new key is tuned anew"
 
 
-@pytest.mark.parametrize("variant", ["fixed", "persistent", "autotuned"])
+@pytest.mark.parametrize("variant", ["fixed", "persistent", "autotuned", "split_k"])
 def test_prepared_launch_is_per_layout_alignment_and_shape(variant, monkeypatch) -> None:
     """The common call's prepared launch (kernels.matmul._PREPARED) is keyed on everything the
     launch depends on: the same shapes with a transposed operand, a 16-byte-misaligned view or
@@ -213,6 +213,9 @@ def test_prepared_launch_is_per_layout_alignment_and_shape(variant, monkeypatch)
     assert torch.equal(outs[0], outs[-1])
     # the autotuner's choosing call (the first of each layout and alignment) prepares nothing
     assert len(mm_module._PREPARED) == (2 if variant == "autotuned" else 4)
+    held = [x for entry in mm_module._PREPARED.values() for x in entry if isinstance(x, (torch.Tensor, tuple))]
+    flat = [y for x in held for y in (x if isinstance(x, tuple) else (x,))]
+    assert not any(isinstance(y, torch.Tensor) for y in flat), "a prepared launch keeps a call's tensor alive"
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
