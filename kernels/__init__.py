@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import importlib.util
 
-__all__ = ["add", "cross_entropy", "matmul", "rms_norm", "row_sum", "softmax"]
+__all__ = ["add", "cross_entropy", "linear_cross_entropy", "matmul", "rms_norm", "row_sum", "softmax"]
 
 if importlib.util.find_spec("torch") is not None and importlib.util.find_spec("triton") is not None:
     from kernels.cross_entropy import cross_entropy
+    from kernels.linear_cross_entropy import linear_cross_entropy
     from kernels.matmul import matmul
     from kernels.rmsnorm import rms_norm
     from kernels.rowsum import row_sum
