@@ -383,18 +383,26 @@ def check_args(
             f"cross_entropy: target has shape {list(target.shape)}; input of shape {list(x.shape)} needs "
             f"{list(expected)} (class dimension 1 removed)"
         )
+    check_loss_options(FN, ignore_index, reduction, label_smoothing, softcap)
+    check_plan(FN, plan)
+
+
+def check_loss_options(
+    fn: str, ignore_index: int, reduction: str, label_smoothing: float, softcap: float | None
+) -> None:
+    """The loss options :func:`cross_entropy` and the fused linear cross-entropy share (raises
+    TypeError or ValueError naming ``fn`` and the argument)."""
     if reduction not in _REDUCTIONS:
-        raise ValueError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+        raise ValueError(f"{fn}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
     if isinstance(ignore_index, bool) or not isinstance(ignore_index, int):
-        raise TypeError(f"cross_entropy: ignore_index must be an int, got {ignore_index!r}")
+        raise TypeError(f"{fn}: ignore_index must be an int, got {ignore_index!r}")
     if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, (int, float)):
-        raise TypeError(f"cross_entropy: label_smoothing must be a float, got {label_smoothing!r}")
+        raise TypeError(f"{fn}: label_smoothing must be a float, got {label_smoothing!r}")
     if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+        raise ValueError(f"{fn}: label_smoothing must be in [0, 1], got {label_smoothing}")
     number = isinstance(softcap, (int, float)) and not isinstance(softcap, bool)
     if softcap is not None and not (number and softcap > 0 and math.isfinite(softcap)):
-        raise ValueError(f"cross_entropy: softcap must be a positive finite float or None, got {softcap!r}")
-    check_plan(FN, plan)
+        raise ValueError(f"{fn}: softcap must be a positive finite float or None, got {softcap!r}")
 
 
 def cross_entropy(

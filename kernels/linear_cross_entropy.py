@@ -32,11 +32,10 @@ import math
 import torch
 
 from kernels._checks import check_device, check_float, check_same_device, check_tensor, eager_path
-from kernels.cross_entropy import forward_rows, scale_rows_
+from kernels.cross_entropy import check_loss_options, forward_rows, scale_rows_
 from kernels.plans import next_power_of_2
 
 FN = "linear_cross_entropy"
-_REDUCTIONS = ("mean", "sum", "none")
 
 
 def chunk_rows(n: int, hidden: int, vocab: int) -> int:
@@ -227,17 +226,7 @@ def check_args(
         raise ValueError(
             f"{FN}: target has shape {list(target.shape)}; input {list(x.shape)} needs {list(x.shape[:-1])}"
         )
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"{FN}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-    if isinstance(ignore_index, bool) or not isinstance(ignore_index, int):
-        raise TypeError(f"{FN}: ignore_index must be an int, got {ignore_index!r}")
-    if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, (int, float)):
-        raise TypeError(f"{FN}: label_smoothing must be a float, got {label_smoothing!r}")
-    if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"{FN}: label_smoothing must be in [0, 1], got {label_smoothing}")
-    number = isinstance(softcap, (int, float)) and not isinstance(softcap, bool)
-    if softcap is not None and not (number and softcap > 0 and math.isfinite(softcap)):
-        raise ValueError(f"{FN}: softcap must be a positive finite float or None, got {softcap!r}")
+    check_loss_options(FN, ignore_index, reduction, label_smoothing, softcap)
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
         raise ValueError(f"{FN}: chunk_size must be a positive int or None, got {chunk_size!r}")
 
