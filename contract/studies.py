@@ -38,6 +38,7 @@ REGISTRY: tuple[StudyEntry, ...] = (
     StudyEntry("matmul", params=("rows", "cols", "k")),  # C[rows, cols] = A[rows, k] @ B[k, cols]: M×N×K
     StudyEntry("specialization"),  # one RMSNorm source, its sizes compile-time or runtime
     StudyEntry("cross_entropy"),  # N tokens x V classes: rows x cols
+    StudyEntry("linear_cross_entropy", params=("rows", "cols", "hidden")),  # N tokens x V classes x H hidden
 )
 
 

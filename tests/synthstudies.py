@@ -427,3 +427,40 @@ def cross_entropy_doc(
                       "flops": flops, "rotation": {"sets": sets, "bytes": sets * nbytes},
                       "variants": variants})  # fmt: skip
     return document("cross_entropy", run_id, started, cases, eager=True, version=4)
+
+
+# ----------------------------------------------------------------------------- fused linear cross-entropy
+
+LCE_SHAPES = ((4096, 128256), (8192, 128256), (8192, 32000))
+
+
+def linear_cross_entropy_doc(run_id: str, started: str, *, ours_share: float = 0.2) -> dict[str, Any]:
+    """A fused linear cross-entropy run: the cases, variants and labels
+    bench/studies/linear_cross_entropy.py writes (training steps, cold L2), times from a
+    TFLOP/s model (ours 10% slower than the unfused step, Liger 5% slower than ours) and each
+    variant's peak memory in its meta: the unfused eager step holds the logits three times
+    over, ours ``ours_share`` of that (the target: a quarter)."""
+    from bench.studies.linear_cross_entropy import STUDY
+
+    cases = []
+    for case in STUDY.cases(False):
+        if (case["rows"], case["cols"]) not in LCE_SHAPES:
+            continue
+        nbytes, flops = STUDY.traffic(case)
+        labels = {v.name: v.label for v in STUDY.variants(case)}
+        n, v_, h = case["rows"], case["cols"], case["hidden"]
+        logits, inputs = n * v_ * 2, (n * h + v_ * h) * 2 + 8 * n
+        unfused_peak = 3 * logits + inputs
+        peaks = {"torch": unfused_peak, "compile": 2 * logits + inputs, "liger": int(0.25 * unfused_peak),
+                 "triton": int(ours_share * unfused_peak)}  # fmt: skip
+        unfused = flops / 600e12 * 1e6  # µs at 600 TFLOP/s
+        model = {"torch": unfused, "compile": unfused * 0.97, "triton": unfused * 1.1, "liger": unfused * 1.155}
+        variants = {}
+        for name, label in labels.items():
+            meta = {"logits_bytes": logits, "peak_bytes": peaks[name], "inputs_bytes": inputs, "memory": CE_MEMORY}
+            device = round(model[name], 4)
+            variants[name] = {"label": label, **variant(device, eager=round(device + 30.0, 4), eager_run=True,
+                                                        timer="cuda-graph", meta=meta)}  # fmt: skip
+        cases.append({"id": f"{STUDY.case_id(case)}/cold", "case": {**case, "l2": "cold"}, "bytes": nbytes,
+                      "flops": flops, "rotation": {"sets": 2, "bytes": 2 * nbytes}, "variants": variants})  # fmt: skip
+    return document("linear_cross_entropy", run_id, started, cases, eager=True, version=4)

@@ -151,11 +151,27 @@ def _liger_function():  # type: ignore[no-untyped-def]
     return LigerCrossEntropyFunction
 
 
+def liger_args(params: list[inspect.Parameter], leading: list[Any], known: dict[str, Any]) -> list[Any]:
+    """Positional arguments for an installed Liger-Kernel ``Function.forward`` (without ctx):
+    ``leading`` for its first parameters, then each by name from ``known`` or its default
+    (versions add and reorder parameters: weight, reduction, softcap, z-loss, token
+    accuracy).  Raises Refused for a parameter it does not know that has no default."""
+    args: list[Any] = []
+    for i, p in enumerate(params):
+        if i < len(leading):
+            args.append(leading[i])
+        elif p.name in known:
+            args.append(known[p.name])
+        elif p.default is not inspect.Parameter.empty:
+            args.append(p.default)
+        else:
+            raise Refused(f"this Liger-Kernel function has a parameter the study does not know: {p.name}")
+    return args
+
+
 def _liger_args(params: list[inspect.Parameter], x: Any, t: Any, eps: float, cap: float | None) -> list[Any]:
-    """Positional arguments for the installed ``LigerCrossEntropyFunction.forward`` (without
-    ctx), matched by name: versions add and reorder parameters (weight, reduction, softcap,
-    z-loss, token accuracy).  Raises Refused where a parameter is unknown and has no default,
-    or where the case needs one the version lacks."""
+    """``LigerCrossEntropyFunction``'s arguments; Refused where the case needs a parameter
+    the installed version lacks."""
     names = [p.name for p in params]
     if cap is not None and "softcap" not in names:
         raise Refused(f"this Liger-Kernel's cross-entropy takes no softcap (parameters: {', '.join(names)})")
@@ -163,19 +179,7 @@ def _liger_args(params: list[inspect.Parameter], x: Any, t: Any, eps: float, cap
         raise Refused(f"this Liger-Kernel's cross-entropy takes no label_smoothing (parameters: {', '.join(names)})")
     known = {"ignore_index": IGNORE, "label_smoothing": eps, "reduction": "mean", "softcap": cap, "weight": None,
              "lse_square_scale": 0.0, "return_z_loss": False}  # fmt: skip
-    args: list[Any] = []
-    for i, p in enumerate(params):
-        if i == 0:
-            args.append(x)
-        elif i == 1:
-            args.append(t)
-        elif p.name in known:
-            args.append(known[p.name])
-        elif p.default is not inspect.Parameter.empty:
-            args.append(p.default)
-        else:
-            raise Refused(f"this Liger-Kernel's cross-entropy has a parameter the study does not know: {p.name}")
-    return args
+    return liger_args(params, [x, t], known)
 
 
 def _liger(case: Params) -> Step:
@@ -262,8 +266,10 @@ def logits_bytes(case: Params) -> int:
     return case["rows"] * case["cols"] * element_size(case)
 
 
-def peak_memory(case: Params, build) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-    """One step's peak memory above its inputs, on fresh inputs of its own (CUDA only)."""
+def peak_memory(case: Params, build, draw=None) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """One step's peak memory above its inputs, on fresh inputs of its own from ``draw(case,
+    device, generator)`` (this study's logits and targets by default; CUDA only)."""
+    draw = draw or _draw
     out: dict[str, Any] = {"logits_bytes": logits_bytes(case)}
     if not torch.cuda.is_available():
         out["memory"] = "not measured: no CUDA device (torch.cuda.max_memory_allocated needs one)"
@@ -275,7 +281,7 @@ def peak_memory(case: Params, build) -> dict[str, Any]:  # type: ignore[no-untyp
         out["memory"] = f"not measured: refused ({str(exc)[:160]})"
         return out
     try:
-        t = _draw(case, device, torch.Generator(device=device).manual_seed(MEMORY_SEED))
+        t = draw(case, device, torch.Generator(device=device).manual_seed(MEMORY_SEED))
         warm = step(t)  # compiles what compiles; an in-place variant leaves its gradient in t["x"]
         del warm
         torch.cuda.synchronize(device)
@@ -296,12 +302,15 @@ def peak_memory(case: Params, build) -> dict[str, Any]:  # type: ignore[no-untyp
     return out
 
 
-def _meta(build, extra=None):  # type: ignore[no-untyped-def]
+def memory_meta(build, extra=None, draw=None):  # type: ignore[no-untyped-def]
+    """A variant's meta: ``extra(case)`` and the step's peak memory (:func:`peak_memory`)."""
+
     def meta(case: Params) -> dict[str, Any]:
         base = dict(extra(case)) if extra is not None else {}
-        return base | peak_memory(case, build)
+        return base | peak_memory(case, build, draw)
 
     return meta
+
 
 
 # ----------------------------------------------------------------------------- the study
@@ -349,7 +358,7 @@ class CrossEntropyStudy:
                 "triton",
                 "Triton (ours): kernels.cross_entropy",
                 ours,
-                _meta(ours, lambda c: {"gradient": "a new buffer"}),
+                memory_meta(ours, lambda c: {"gradient": "a new buffer"}),
             )
         ]
         if case["direction"] == "fwd+bwd":
@@ -359,20 +368,20 @@ class CrossEntropyStudy:
                     "triton-inplace",
                     "Triton (ours), gradient over the logits (inplace_backward)",
                     inplace,
-                    _meta(inplace, lambda c: {"gradient": "written over the logits"}),
+                    memory_meta(inplace, lambda c: {"gradient": "written over the logits"}),
                 )
             )
         eager = lambda c: _apply(_torch_fn(c), c)
         compile_meta = lambda c: {"mode": "default", "dynamic": False, "fullgraph": True}
         out += [
-            Variant("torch", "F.cross_entropy (eager)", eager, _meta(eager)),
-            Variant("compile", "torch.compile(F.cross_entropy)", _compiled, _meta(_compiled, compile_meta)),
-            Variant("liger", "Liger-Kernel", _liger, _meta(_liger, _liger_meta)),
+            Variant("torch", "F.cross_entropy (eager)", eager, memory_meta(eager)),
+            Variant("compile", "torch.compile(F.cross_entropy)", _compiled, memory_meta(_compiled, compile_meta)),
+            Variant("liger", "Liger-Kernel", _liger, memory_meta(_liger, _liger_meta)),
             Variant(
                 "quack",
                 "QuACK",
                 _quack,
-                _meta(_quack, package_meta("quack-kernels", "quack.cross_entropy.cross_entropy")),
+                memory_meta(_quack, package_meta("quack-kernels", "quack.cross_entropy.cross_entropy")),
             ),
         ]
         return out

@@ -1,0 +1,119 @@
+"""The fused linear cross-entropy case study (issue 10): its page declared (peers, the
+memory target, tables, charts).  What only this study has: memory is the result and time
+the price, so the page puts every variant's peak beside its time and holds ours to a
+quarter of the unfused step's peak.  Peaks are read from each variant's meta as
+bench/studies/linear_cross_entropy.py stores it (``peak_bytes`` above the inputs,
+``inputs_bytes``, ``logits_bytes`` the size the full logits would have).  The generic
+machinery is :mod:`publish.studypage`; the prose is ``templates/linear_cross_entropy.md.j2``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from publish.numbers import Num, Source
+from publish.pages.cross_entropy import peak, peak_num
+from publish.results import CaseResult
+from publish.studypage.claims import eager_flips
+from publish.studypage.common import DEVICE_TIME, time_or_why
+from publish.studypage.spec import (
+    DIRECTION_TITLES,
+    THROUGHPUT,
+    Case,
+    MetaAtMost,
+    Speedups,
+    SpeedupsAt,
+    StudyPage,
+    StudyView,
+    Target,
+)
+from publish.tables import Column, Table, Text
+
+OP = "linear_cross_entropy"
+OURS = "triton"
+PEERS = ("torch", "compile", "liger")
+VARIANTS = (OURS, *PEERS)
+HIDDEN = 4096
+MIB = 2**20
+# The issue's case: 8192 tokens, hidden 4096, Llama 3's vocabulary, a bf16 training step.
+STEP = Case("fwd+bwd", "bf16", 8192, 128256, op=OP, more=(("hidden", HIDDEN),))
+SHARE = 0.25  # of the unfused step's peak above its inputs
+
+
+def _quarter_of_unfused(c: CaseResult) -> float:
+    """A quarter of the unfused eager step's peak above its inputs; NaN (a miss that says
+    why) where that step recorded none."""
+    m = c.variants.get("torch")
+    value = m.meta.get("peak_bytes") if m is not None else None
+    if not isinstance(value, int) or isinstance(value, bool):
+        return float("nan")
+    return SHARE * value
+
+
+MEMORY_TARGET = MetaAtMost(
+    OURS,
+    "peak_bytes",
+    _quarter_of_unfused,
+    "the training step's peak memory above its inputs",
+    "a quarter of the unfused step's (F.linear, then F.cross_entropy, eager) in the same case",
+    unit="bytes",
+)
+
+
+def memory_table(view: StudyView) -> Table | None:
+    """Per case, each variant's median device time and its step's peak memory (inputs
+    included), and that peak as a multiple of what the full logits would take."""
+    cases = sorted(view.results.cases.values(), key=lambda c: (c.params["cols"], c.params["rows"]))
+    if not cases:
+        return None
+    cols = [
+        Column("case", "Case", numeric=False),
+        Column("variant", "Variant", numeric=False),
+        Column("time", "Median µs", f"median, {DEVICE_TIME}"),
+        Column("peak", "Peak MiB", "inputs (hidden states, weight, targets) plus the most one step allocated"),
+        Column("times", "× logits", "the peak over the size the full [N, V] logits would have"),
+    ]
+    table = Table("linear_cross_entropy-memory", "Training step: time and peak memory side by side", cols)
+    for c in cases:
+        logits = c.variants[next(iter(c.variants))].meta.get("logits_bytes") if c.variants else None
+        title = f"{DIRECTION_TITLES.get(c.params['direction'], c.params['direction'])}, {c.params['dtype']}, {c.shape}"
+        first = True
+        for v in VARIANTS:
+            if v not in c.variants:
+                continue
+            value = peak(c.variants[v])
+            ratio: Num | Text = Text("—", "no peak recorded")
+            if value is not None and isinstance(logits, int) and logits > 0:
+                src = Source(c.run.run_id, c.case_id, v, "meta (inputs_bytes + peak_bytes) / logits_bytes")
+                ratio = Num(value / logits, "x", (src,), note="the step's peak over the full logits' size")
+            table.rows.append(
+                {
+                    "case": Text(title if first else ""),
+                    "variant": Text(view.label(v)),
+                    "time": time_or_why(c, v),
+                    "peak": peak_num(c, v),
+                    "times": ratio,
+                }
+            )
+            first = False
+    return table
+
+
+def extra(view: StudyView) -> dict[str, Any]:
+    return {"memory_step": memory_table(view)}
+
+
+PAGE = StudyPage(
+    study="linear_cross_entropy",
+    title="Fused linear cross-entropy",
+    summary="the lm head's projection and the loss over chunks of tokens, so the [N, V] logits never exist, "
+    "against F.linear then F.cross_entropy, torch.compile and Liger-Kernel; peak memory first, time beside it",
+    ours=OURS,
+    peers=PEERS,
+    op=OP,
+    rates=(THROUGHPUT,),
+    charts=(Speedups("fwd+bwd"),),
+    targets=(Target("target-memory-quarter-8192x128256", MEMORY_TARGET, STEP, ("cold",)),),
+    evidence=(SpeedupsAt(STEP, ("liger", "compile", "torch")),),
+    observations=(eager_flips,),
+    extra=extra,
+)
