@@ -12,10 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 from publish.claims import Claim, sentence
-from publish.numbers import Num, Source, definition
-from publish.results import CaseResult, Measurement
+from publish.numbers import Num, definition
+from publish.results import CaseResult
+from publish.studypage import memory
 from publish.studypage.claims import eager_flips, pairwise
 from publish.studypage.common import DEVICE_TIME, cases_evidence, refusal, time_or_why
+from publish.studypage.memory import peak
 from publish.studypage.spec import (
     DIRECTION_TITLES,
     DTYPE_ORDER,
@@ -39,7 +41,6 @@ PEERS = (INPLACE, "torch", "compile", "liger", "quack")
 VARIANTS = (OURS, *PEERS)
 OTHERS = PEERS[1:]  # the peers that are not ours in another mode
 OPS = {OP: "", "cross_entropy_ls": "label smoothing 0.1", "cross_entropy_softcap": "soft cap 30"}
-MIB = 2**20
 # The issue's case: 8192 tokens x Llama 3's vocabulary, a bf16 training step.
 STEP = Case("fwd+bwd", "bf16", 8192, 128256, op=OP)
 FWD = Case("fwd", "bf16", 8192, 128256, op=OP)
@@ -63,35 +64,12 @@ MEMORY_TARGET = MetaAtMost(
 
 # ----------------------------------------------------------------------------- memory from meta
 
-
-def peak(m: Measurement | None) -> int | None:
-    """The step's peak memory with its inputs (bytes), as the sweep recorded it, or None."""
-    if m is None:
-        return None
-    extra, inputs = m.meta.get("peak_bytes"), m.meta.get("inputs_bytes")
-    ok = all(isinstance(v, int) and not isinstance(v, bool) for v in (extra, inputs))
-    return int(extra) + int(inputs) if ok else None  # type: ignore[arg-type]
+PEAK_WHAT = "inputs (logits and targets) plus the most one step allocated above them"
 
 
 def peak_num(c: CaseResult, variant: str) -> Num | Text:
     """The peak in MiB, linked to its run, case and variant; or why there is none."""
-    m = c.variants.get(variant)
-    if m is None:
-        return Text("—", "not run for this case")
-    value = peak(m)
-    if value is None:
-        return Text("not measured", str(m.meta.get("memory") or m.meta.get("meta_error") or "not recorded"))
-    what = "inputs (logits and targets) plus the most one step allocated above them"
-    src = Source(c.run.run_id, c.case_id, variant, "meta inputs_bytes + peak_bytes", "torch.cuda.max_memory_allocated")
-    return Num(value / MIB, "MiB", (src,), note=what)
-
-
-def _logits(c: CaseResult) -> int | None:
-    for m in c.variants.values():
-        v = m.meta.get("logits_bytes")
-        if isinstance(v, int) and not isinstance(v, bool):
-            return v
-    return None
+    return memory.peak_num(c, variant, PEAK_WHAT)
 
 
 def _title(c: CaseResult) -> str:
@@ -112,40 +90,10 @@ def memory_table(view: StudyView, direction: str) -> Table | None:
     """Per case of ``direction``, each variant's median device time and its step's peak
     memory (inputs included) in MiB, side by side; and the logits' own size."""
     cases = sorted((c for c in view.results.cases.values() if c.params["direction"] == direction), key=_order)
-    if not cases:
-        return None
-    cols = [
-        Column("case", "Case", numeric=False),
-        Column("variant", "Variant", numeric=False),
-        Column("time", "Median µs", f"median, {DEVICE_TIME}"),
-        Column("peak", "Peak MiB", "inputs (logits and targets) plus the most one step allocated above them"),
-        Column("times", "× logits", "the peak over the logits' own size"),
-    ]
     title = DIRECTION_TITLES.get(direction, direction)
     table_id = f"cross_entropy-memory-{direction.replace('+', '')}"
-    table = Table(table_id, f"{title}: time and peak memory side by side", cols)
-    for c in cases:
-        logits = _logits(c)
-        first = True
-        for v in VARIANTS:
-            if v not in c.variants:
-                continue
-            value = peak(c.variants[v])
-            ratio: Num | Text = Text("—", "no peak recorded")
-            if value is not None and logits:
-                src = Source(c.run.run_id, c.case_id, v, "meta (inputs_bytes + peak_bytes) / logits_bytes")
-                ratio = Num(value / logits, "x", (src,), note="the step's peak over the logits' size")
-            table.rows.append(
-                {
-                    "case": Text(_title(c) if first else ""),
-                    "variant": Text(view.label(v)),
-                    "time": time_or_why(c, v),
-                    "peak": peak_num(c, v),
-                    "times": ratio,
-                }
-            )
-            first = False
-    return table
+    return memory.memory_table(view, cases, VARIANTS, table_id, f"{title}: time and peak memory side by side", _title,
+                               PEAK_WHAT, "the step's peak over the logits' size")  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- observations

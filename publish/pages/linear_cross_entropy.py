@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from publish.numbers import Num, Source
-from publish.pages.cross_entropy import peak, peak_num
 from publish.results import CaseResult
+from publish.studypage import memory
 from publish.studypage.claims import eager_flips
-from publish.studypage.common import DEVICE_TIME, time_or_why
 from publish.studypage.spec import (
     DIRECTION_TITLES,
     THROUGHPUT,
@@ -26,14 +24,13 @@ from publish.studypage.spec import (
     StudyView,
     Target,
 )
-from publish.tables import Column, Table, Text
+from publish.tables import Table
 
 OP = "linear_cross_entropy"
 OURS = "triton"
 PEERS = ("torch", "compile", "liger")
 VARIANTS = (OURS, *PEERS)
 HIDDEN = 4096
-MIB = 2**20
 # The issue's case: 8192 tokens, hidden 4096, Llama 3's vocabulary, a bf16 training step.
 STEP = Case("fwd+bwd", "bf16", 8192, 128256, op=OP, more=(("hidden", HIDDEN),))
 SHARE = 0.25  # of the unfused step's peak above its inputs
@@ -63,39 +60,15 @@ def memory_table(view: StudyView) -> Table | None:
     """Per case, each variant's median device time and its step's peak memory (inputs
     included), and that peak as a multiple of what the full logits would take."""
     cases = sorted(view.results.cases.values(), key=lambda c: (c.params["cols"], c.params["rows"]))
-    if not cases:
-        return None
-    cols = [
-        Column("case", "Case", numeric=False),
-        Column("variant", "Variant", numeric=False),
-        Column("time", "Median µs", f"median, {DEVICE_TIME}"),
-        Column("peak", "Peak MiB", "inputs (hidden states, weight, targets) plus the most one step allocated"),
-        Column("times", "× logits", "the peak over the size the full [N, V] logits would have"),
-    ]
-    table = Table("linear_cross_entropy-memory", "Training step: time and peak memory side by side", cols)
-    for c in cases:
-        logits = c.variants[next(iter(c.variants))].meta.get("logits_bytes") if c.variants else None
-        title = f"{DIRECTION_TITLES.get(c.params['direction'], c.params['direction'])}, {c.params['dtype']}, {c.shape}"
-        first = True
-        for v in VARIANTS:
-            if v not in c.variants:
-                continue
-            value = peak(c.variants[v])
-            ratio: Num | Text = Text("—", "no peak recorded")
-            if value is not None and isinstance(logits, int) and logits > 0:
-                src = Source(c.run.run_id, c.case_id, v, "meta (inputs_bytes + peak_bytes) / logits_bytes")
-                ratio = Num(value / logits, "x", (src,), note="the step's peak over the full logits' size")
-            table.rows.append(
-                {
-                    "case": Text(title if first else ""),
-                    "variant": Text(view.label(v)),
-                    "time": time_or_why(c, v),
-                    "peak": peak_num(c, v),
-                    "times": ratio,
-                }
-            )
-            first = False
-    return table
+
+    def title(c: CaseResult) -> str:
+        return f"{DIRECTION_TITLES.get(c.params['direction'], c.params['direction'])}, {c.params['dtype']}, {c.shape}"
+
+    return memory.memory_table(
+        view, cases, VARIANTS, "linear_cross_entropy-memory", "Training step: time and peak memory side by side",
+        title, "inputs (hidden states, weight, targets) plus the most one step allocated above them",
+        "the step's peak over the size the full [N, V] logits would have",
+    )  # fmt: skip
 
 
 def extra(view: StudyView) -> dict[str, Any]:
