@@ -312,7 +312,6 @@ def memory_meta(build, extra=None, draw=None):  # type: ignore[no-untyped-def]
     return meta
 
 
-
 # ----------------------------------------------------------------------------- the study
 
 
