@@ -8,7 +8,7 @@
 # Stages: tests (pytest -m gpu: softmax, RMSNorm), tests-new (GEMM, cross-entropy, specialization), probe (notes/probe_resident.py), sweep / sweep-quick (softmax study),
 # rmsnorm / rmsnorm-quick, rowsum / rowsum-quick (row sum and vector add), grid / grid-quick (row-plan
 # grid: softmax's and RMSNorm's cells; grid-rmsnorm: RMSNorm's alone), dispatch / dispatch-quick,
-# specialization / specialization-quick (LAB_SPEC_S), cross_entropy / cross_entropy-quick (LAB_CE_S its time
+# specialization / specialization-quick (LAB_SPEC_S), linear_cross_entropy / -quick (LAB_LCE_S), cross_entropy / cross_entropy-quick (LAB_CE_S its time
 # limit, LAB_CE_ONLY=text runs only the case ids holding it, e.g. "fwd+bwd/bf16": torch.compile compiles every
 # case afresh and each case records every variant's peak memory first, so a full sweep may take several calls),
 # matmul / matmul-quick (GEMM; LAB_MATMUL_S its time limit, LAB_MATMUL_ONLY=text runs only the case ids
@@ -81,6 +81,8 @@ for s in "${list[@]}"; do
     specialization) bench ${LAB_SPEC_S:-240} specialization ;;
     cross_entropy-quick) bench ${LAB_CE_S:-300} cross_entropy --quick ;;
     cross_entropy) bench ${LAB_CE_S:-570} cross_entropy ${LAB_CE_ONLY:+--only "$LAB_CE_ONLY"} ;;
+    linear_cross_entropy) bench ${LAB_LCE_S:-300} linear_cross_entropy ;;
+    linear_cross_entropy-quick) bench 150 linear_cross_entropy --quick ;;
     matmul-quick) bench ${LAB_MATMUL_S:-420} matmul --quick ;;
     matmul) bench ${LAB_MATMUL_S:-570} matmul ${LAB_MATMUL_ONLY:+--only "$LAB_MATMUL_ONLY"} ;;
     dispatch-quick) bench 90 dispatch --quick ;;
