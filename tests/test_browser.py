@@ -50,8 +50,8 @@ def base_url(tmp_path_factory) -> Iterator[str]:
 def synthetic_url(tmp_path_factory) -> Iterator[str]:
     """A site built from synthetic runs: two grid runs (a fit and a held-out run), two
     dispatch runs (before and after), a softmax run with eager samples and QuACK, and a run
-    each of RMSNorm, of the row sum and vector add, of GEMM, of specialization and of
-    cross-entropy."""
+    each of RMSNorm, of the row sum and vector add, of GEMM, of specialization, of
+    cross-entropy and of the fused linear cross-entropy."""
     tmp = tmp_path_factory.mktemp("synthetic")
     root = synthruns.project(tmp)
     synthruns.write(root, synthruns.modelled_grid("rowgrid-20261201T000000Z-aaaaaaa", "2026-12-01T00:00:00Z"))
@@ -71,6 +71,10 @@ def synthetic_url(tmp_path_factory) -> Iterator[str]:
     )
     synthruns.write(
         root, synthstudies.cross_entropy_doc("cross_entropy-20261201T000000Z-aaaaaaa", "2026-12-01T00:00:00Z")
+    )
+    synthruns.write(
+        root,
+        synthstudies.linear_cross_entropy_doc("linear_cross_entropy-20261201T000000Z-aaaaaaa", "2026-12-01T00:00:00Z"),
     )
     site = tmp / "site"
     site.mkdir()
