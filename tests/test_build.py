@@ -204,7 +204,10 @@ def test_run_file_strings_are_escaped(scratch) -> None:
 
 def test_build_is_fast_and_reports_what_it_built(tmp_path) -> None:
     report = build(ROOT, tmp_path / "site")
-    assert report.seconds < 90  # a guard against a pathological build (about 20 s on 2 cores), not a benchmark
+    # A guard against a pathological build, not a benchmark: about 75 s on this 2-core machine
+    # on 2026-12-01 (the review record evaluates every earlier set of runs again, and the
+    # row-plan grid fits 1152 policies per grid run); 90 s, set when it took 20, began to fail.
+    assert report.seconds < 240
     lines = "\n".join(report.lines())
     assert f"built {len(PAGES)} pages" in lines and "softmax.md" in lines
     doc = json.loads(newest(ROOT).read_text())
