@@ -8,8 +8,9 @@ the gradient over the logits in place, and two products turn that gradient into 
 chunk's input gradient (``dlogits @ weight``) and its share of the weight gradient
 (``weight_grad += dlogits.T @ input_chunk``, accumulated in the weight's dtype by cuBLAS,
 fp32 inside each product).  Memory beyond the inputs and the gradients: one chunk of
-logits, plus O(N) per-row statistics.  The chunk is chosen so that it holds about as many
-elements as the input (``C ~ N * H / V``), as Liger-Kernel's fused linear cross-entropy does.
+logits, plus O(N) per-row statistics.  The chunk (:func:`chunk_rows`) holds a quarter of the
+weight's elements (``C = H / 4``): fewer chunks mean fewer passes of the weight gradient's
+accumulation over its ``[V, H]`` buffer, the cost this schedule adds to the unfused step.
 
 Two schedules, the same arithmetic:
 
@@ -39,9 +40,20 @@ FN = "linear_cross_entropy"
 
 
 def chunk_rows(n: int, hidden: int, vocab: int) -> int:
-    """Rows per chunk: a power of two near ``n * hidden / vocab`` (a chunk of logits about the
-    size of the input), at least 1 and at most ``n``."""
-    return max(1, min(n, next_power_of_2(max(1, math.ceil(n * hidden / max(vocab, 1))))))
+    """Rows per chunk of logits, at most ``n``: the larger of ``hidden // 4`` (rounded down to
+    a power of two) and the power of two near ``n * hidden / vocab``.
+
+    Why: every chunk's weight-gradient product reads and writes the whole ``[V, H]``
+    gradient again, so ``ceil(N / C)`` chunks cost ``ceil(N / C) * 2 * V * H`` elements of
+    traffic (and as many roundings of the accumulated gradient in its dtype).  With
+    ``C = H / 4`` a chunk of logits ``[C, V]`` is a quarter of the weight gradient, which the
+    step must hold anyway, and the re-reads total ``8 * N * V`` elements: about what the
+    unfused step moves through its ``[N, V]`` logits.  Where the vocabulary is small
+    (``V < 4 * N``-ish), the chunk about the input's size (``C ~ N * H / V``, Liger-Kernel's
+    rule) is the larger and is taken."""
+    quarter = 1 << max(0, (max(1, hidden // 4)).bit_length() - 1)
+    near_input = next_power_of_2(max(1, math.ceil(n * hidden / max(vocab, 1))))
+    return max(1, min(n, max(quarter, near_input)))
 
 
 # =============================================================================== the chunk loop
@@ -89,15 +101,18 @@ def _chunks(
         logits = torch.mm(xc, wt) if b is None else torch.addmm(b, xc, wt)  # [C, V], the only one alive
         if not grads:
             forward_rows(logits, t[start:stop], loss_rows[start:stop], label_smoothing=eps, softcap=cap)
-            continue
-        forward_rows(logits, t[start:stop], loss_rows[start:stop], grad2d=logits, row_scale=scale[start:stop],
-                     label_smoothing=eps, softcap=cap)  # fmt: skip
-        if gx is not None:
-            torch.mm(logits, w, out=gx[start:stop])
-        if gw is not None:
-            gw.addmm_(logits.t(), xc)
-        if gb is not None:
-            gb += logits.sum(0, dtype=acc)
+        else:
+            forward_rows(logits, t[start:stop], loss_rows[start:stop], grad2d=logits, row_scale=scale[start:stop],
+                         label_smoothing=eps, softcap=cap)  # fmt: skip
+            if gx is not None:
+                torch.mm(logits, w, out=gx[start:stop])
+            if gw is not None:
+                gw.addmm_(logits.t(), xc)
+            if gb is not None:
+                gb += logits.sum(0, dtype=acc)
+        # Freed before the next chunk's product allocates its own: otherwise two chunks of
+        # logits are alive at the peak.
+        del logits
     loss_rows = torch.where(valid, loss_rows, 0.0)  # an ignored row's loss is 0 (torch)
     loss_rows = torch.where(bad, torch.nan, loss_rows)
     return loss_rows, gx, gw, (gb.to(x.dtype) if gb is not None else None)
@@ -258,7 +273,9 @@ def linear_cross_entropy(
         chunk_size: tokens per chunk of logits; ``None`` chooses :func:`chunk_rows`.
 
     Returns: the loss in input's dtype; the logits are accumulated in fp32 by each product
-    and rounded to input's dtype once per chunk (as ``F.linear`` would round them).  Peak
+    and rounded to input's dtype once per chunk (as ``F.linear`` would round them).  The
+    weight gradient is accumulated over the ``ceil(N / chunk)`` chunks in the weight's dtype
+    (fp32 inside each product): one rounding per chunk, where the unfused step rounds once.  Peak
     memory above the inputs: the gradients plus one ``[chunk, V]`` block of logits.
 
     Raises:

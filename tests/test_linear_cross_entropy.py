@@ -108,10 +108,13 @@ def test_no_chunk_of_logits_larger_than_asked(monkeypatch) -> None:
     assert seen == [(16, V), (16, V), (5, V)] * 2, "none: losses in the forward, the chunks again in the backward"
 
 
-def test_chunk_rows_keeps_a_chunk_about_the_inputs_size() -> None:
-    assert chunk_rows(8192, 4096, 128256) == 512  # 8192 * 4096 / 128256 = 262 -> the next power of two
-    assert chunk_rows(3, 4096, 128256) == 1
-    assert chunk_rows(10, 4096, 100) == 10  # never more rows than there are
+def test_chunk_rows_holds_a_quarter_of_the_weight_or_the_inputs_size() -> None:
+    # A chunk of logits [C, V] at most a quarter of the weight [V, H]: C = H / 4 (a power of two).
+    assert chunk_rows(8192, 4096, 128256) == 1024
+    assert chunk_rows(4096, 5120, 151936) == 1024  # 5120 / 4 = 1280 -> 1024
+    assert chunk_rows(8192, 4096, 32000) == 2048  # a small vocabulary: the chunk the input's size is larger
+    assert chunk_rows(3, 4096, 128256) == 3  # never more rows than there are
+    assert chunk_rows(10, 2, 100) == 1  # H / 4 < 1: one row at a time
 
 
 def test_only_the_needed_gradients_are_computed(monkeypatch) -> None:

@@ -46,6 +46,22 @@ def _quarter_of_unfused(c: CaseResult) -> float:
     return SHARE * value
 
 
+def explain(c: CaseResult, peer: str) -> str | None:
+    """Why ours lost a resolved device-time case to the unfused step or its compiled form."""
+    return "weight-gradient-passes" if peer in ("torch", "compile") and c.get(OURS) is not None else None
+
+
+REASONS = {
+    "weight-gradient-passes": (
+        "weight-gradient passes",
+        "We think this is the price of the chunks: ours accumulates the weight gradient one chunk of tokens at a "
+        "time, so each chunk's product reads and writes the whole [V, H] gradient once more (the run's meta holds "
+        "the chunk, chunk_rows), traffic the unfused step does not have: it forms the gradient in one product over "
+        "all N tokens, from the [N, V] logits it keeps.",
+    )
+}
+
+
 MEMORY_TARGET = MetaAtMost(
     OURS,
     "peak_bytes",
@@ -88,5 +104,7 @@ PAGE = StudyPage(
     targets=(Target("target-memory-quarter-8192x128256", MEMORY_TARGET, STEP, ("cold",)),),
     evidence=(SpeedupsAt(STEP, ("liger", "compile", "torch")),),
     observations=(eager_flips,),
+    explain=explain,
+    reasons=REASONS,
     extra=extra,
 )
