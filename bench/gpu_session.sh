@@ -8,7 +8,8 @@
 # Stages: tests (pytest -m gpu: softmax, RMSNorm), tests-new (GEMM, cross-entropy, specialization), probe (notes/probe_resident.py), sweep / sweep-quick (softmax study),
 # rmsnorm / rmsnorm-quick, rowsum / rowsum-quick (row sum and vector add), grid / grid-quick (row-plan
 # grid: softmax's and RMSNorm's cells; grid-rmsnorm: RMSNorm's alone), dispatch / dispatch-quick,
-# specialization / specialization-quick (LAB_SPEC_S), linear_cross_entropy / -quick (LAB_LCE_S), cross_entropy / cross_entropy-quick (LAB_CE_S its time
+# specialization / specialization-quick (LAB_SPEC_S), linear_cross_entropy / -quick (LAB_LCE_S),
+# pointwise / pointwise-quick (the RoPE, SwiGLU and bias + GELU + dropout studies, LAB_POINTWISE_S each), cross_entropy / cross_entropy-quick (LAB_CE_S its time
 # limit, LAB_CE_ONLY=text runs only the case ids holding it, e.g. "fwd+bwd/bf16": torch.compile compiles every
 # case afresh and each case records every variant's peak memory first, so a full sweep may take several calls),
 # matmul / matmul-quick (GEMM; LAB_MATMUL_S its time limit, LAB_MATMUL_ONLY=text runs only the case ids
@@ -63,7 +64,8 @@ for s in "${list[@]}"; do
              tests/test_softmax_gpu.py tests/test_rmsnorm_gpu.py 2>&1 | tee "$out/gpu-tests.log" | tail -25 ;;
     gpu-tests) timeout ${LAB_TESTS_S:-300} python3 -m pytest -m gpu -q --no-header -p no:cacheprovider -n ${LAB_TESTS_N:-6} \
              ${LAB_TESTS_K:+-k "$LAB_TESTS_K"} tests/test_softmax_gpu.py tests/test_rmsnorm_gpu.py tests/test_matmul_gpu.py \
-             tests/test_cross_entropy_gpu.py tests/test_linear_cross_entropy_gpu.py tests/test_specialization.py 2>&1 | tee "$out/gpu-tests.log" | tail -40 ;;
+             tests/test_cross_entropy_gpu.py tests/test_linear_cross_entropy_gpu.py tests/test_specialization.py \
+             tests/test_rope_gpu.py tests/test_swiglu_gpu.py tests/test_bias_gelu_dropout_gpu.py 2>&1 | tee "$out/gpu-tests.log" | tail -40 ;;
     checks) for c in check_fused_gpu check_split_fast; do timeout 150 python3 notes/$c.py > "$out/$c.log" 2>&1; done ;;
     tests-new) timeout ${LAB_TESTS_S:-300} python3 -m pytest -m gpu -q --no-header -p no:cacheprovider \
              ${LAB_TESTS_K:+-k "$LAB_TESTS_K"} tests/test_matmul_gpu.py tests/test_cross_entropy_gpu.py \
@@ -83,6 +85,8 @@ for s in "${list[@]}"; do
     cross_entropy) bench ${LAB_CE_S:-570} cross_entropy ${LAB_CE_ONLY:+--only "$LAB_CE_ONLY"} ;;
     linear_cross_entropy) bench ${LAB_LCE_S:-300} linear_cross_entropy ;;
     linear_cross_entropy-quick) bench 150 linear_cross_entropy --quick ;;
+    pointwise) for st in rope swiglu bias_gelu_dropout; do bench ${LAB_POINTWISE_S:-170} $st; done ;;
+    pointwise-quick) for st in rope swiglu bias_gelu_dropout; do bench 90 $st --quick; done ;;
     matmul-quick) bench ${LAB_MATMUL_S:-420} matmul --quick ;;
     matmul) bench ${LAB_MATMUL_S:-570} matmul ${LAB_MATMUL_ONLY:+--only "$LAB_MATMUL_ONLY"} ;;
     dispatch-quick) bench 90 dispatch --quick ;;

@@ -136,6 +136,12 @@ def _check(
     out_bytes = sum(t.numel() * t.element_size() for t in inputs.values())
     backend.poison(2 * out_bytes)  # outputs allocated next land in NaN-filled memory
     outs = step(inputs)
+    # A random operator (dropout) has no one right output: its study builds the float64
+    # reference from the variant's own outputs (its mask), and raises where they are not a
+    # valid draw (the harness records the error as the check's failure).
+    given = getattr(study, "reference_for", None)
+    if given is not None:
+        refs = given(case, inputs, outs)
     return compare(outs, refs, study.tolerance(case))
 
 

@@ -39,6 +39,9 @@ REGISTRY: tuple[StudyEntry, ...] = (
     StudyEntry("specialization"),  # one RMSNorm source, its sizes compile-time or runtime
     StudyEntry("cross_entropy"),  # N tokens x V classes: rows x cols
     StudyEntry("linear_cross_entropy", params=("rows", "cols", "hidden")),  # N tokens x V classes x H hidden
+    StudyEntry("rope", params=("rows", "cols", "heads", "kv_heads")),  # T tokens x D head dim x Hq x Hk heads
+    StudyEntry("swiglu"),  # tokens x intermediate features
+    StudyEntry("bias_gelu_dropout"),  # tokens x features
 )
 
 

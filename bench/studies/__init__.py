@@ -49,6 +49,10 @@ class Study(Protocol):
     def tolerance(self, case: Params) -> float: ...
     def case_id(self, case: Params) -> str: ...
 
+    # Optional: ``reference_for(case, inputs, outs) -> refs`` builds the float64 reference a
+    # variant's outputs are checked against from those outputs (a random operator's mask);
+    # it raises where the outputs are not a valid draw (bench/harness.py, _check).
+
 
 def load(name: str) -> Study:
     known = studies.names()

@@ -55,7 +55,7 @@ import torch
 import torch.nn.functional as F
 
 import kernels
-from bench.studies import Params, Refused, Step, Tensors, Variant
+from bench.studies import Params, Refused, Step, Tensors, Variant, _memory
 from bench.studies._rows import DTYPES, TOLERANCE, element_size, package_meta, require_16_byte_rows
 
 OP = "cross_entropy"
@@ -73,7 +73,6 @@ FP32_SHAPES = ((4096, 32000), (8192, 128256))
 VARIANT_SHAPES = ((8192, 128256), (4096, 151936))  # label smoothing and soft cap, bf16
 QUICK = ((OP, "bf16", 8192, 128256), (OP, "bf16", 4096, 50257), ("cross_entropy_softcap", "bf16", 8192, 128256))
 LOGITS_SCALE = 2.0  # logits drawn as N(0, 2^2): a trained lm head's spread
-MEMORY_SEED = 20261130
 REF_CHUNK = 1 << 26  # float64 elements per chunk of the reference
 
 
@@ -266,50 +265,12 @@ def logits_bytes(case: Params) -> int:
     return case["rows"] * case["cols"] * element_size(case)
 
 
-def peak_memory(case: Params, build, draw=None) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-    """One step's peak memory above its inputs, on fresh inputs of its own from ``draw(case,
-    device, generator)`` (this study's logits and targets by default; CUDA only)."""
-    draw = draw or _draw
-    out: dict[str, Any] = {"logits_bytes": logits_bytes(case)}
-    if not torch.cuda.is_available():
-        out["memory"] = "not measured: no CUDA device (torch.cuda.max_memory_allocated needs one)"
-        return out
-    device = torch.device("cuda")
-    try:
-        step = build(case)
-    except Refused as exc:
-        out["memory"] = f"not measured: refused ({str(exc)[:160]})"
-        return out
-    try:
-        t = draw(case, device, torch.Generator(device=device).manual_seed(MEMORY_SEED))
-        warm = step(t)  # compiles what compiles; an in-place variant leaves its gradient in t["x"]
-        del warm
-        torch.cuda.synchronize(device)
-        before = torch.cuda.memory_allocated(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        outs = step(t)
-        torch.cuda.synchronize(device)
-        out["peak_bytes"] = int(torch.cuda.max_memory_allocated(device) - before)
-        out["inputs_bytes"] = int(sum(v.numel() * v.element_size() for v in t.values()))
-        out["memory"] = "torch.cuda.max_memory_allocated() during one step, minus the memory allocated before it"
-        del outs, t
-    except Exception as exc:  # an out-of-memory or a peer's error: the check will say more
-        out["memory"] = f"not measured: {type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
-    finally:
-        del step
-        torch.cuda.synchronize(device)
-        torch.cuda.empty_cache()
-    return out
-
-
 def memory_meta(build, extra=None, draw=None):  # type: ignore[no-untyped-def]
-    """A variant's meta: ``extra(case)`` and the step's peak memory (:func:`peak_memory`)."""
-
-    def meta(case: Params) -> dict[str, Any]:
-        base = dict(extra(case)) if extra is not None else {}
-        return base | peak_memory(case, build, draw)
-
-    return meta
+    """A variant's meta: ``extra(case)``, ``logits_bytes`` and the step's peak memory
+    (:func:`bench.studies._memory.peak_memory`) on this study's logits and targets (or
+    ``draw``'s inputs)."""
+    return _memory.memory_meta(build, draw or _draw, lambda c: (dict(extra(c)) if extra else {}) | {
+        "logits_bytes": logits_bytes(c)})  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- the study

@@ -1,5 +1,5 @@
 """Peak memory as a result beside time: what the studies that record it in each variant's
-meta share (the cross-entropy and fused linear cross-entropy pages).  A variant's meta holds
+meta share (the cross-entropy, fused linear cross-entropy and pointwise training-kernel pages).  A variant's meta holds
 ``peak_bytes`` (the most one step allocated above its inputs, read with
 ``torch.cuda.max_memory_allocated``), ``inputs_bytes`` and ``logits_bytes`` (the logits' size,
 or the size the full logits would have where a fused step never makes them)."""
@@ -53,34 +53,42 @@ def logits_bytes(c: CaseResult) -> int | None:
     return None
 
 
+def ours_peak(ours: str) -> Callable[[CaseResult], int | None]:
+    """A basis for :func:`memory_table`: ``ours``' own peak in the case."""
+    return lambda c: peak(c.variants.get(ours))
+
+
 def memory_table(
     view: StudyView, cases: Sequence[CaseResult], variants: Sequence[str], table_id: str, caption: str,
     title: Callable[[CaseResult], str], what: str, ratio_what: str,
+    basis: tuple[str, str, Callable[[CaseResult], int | None]] = ("× logits", "logits_bytes", logits_bytes),
 ) -> Table | None:  # fmt: skip
     """Per case, each variant's median device time and its step's peak memory (inputs
-    included, described by ``what``) in MiB, and that peak as a multiple of the logits'
-    size (``ratio_what``)."""
+    included, described by ``what``) in MiB, and that peak as a multiple of ``basis``
+    (column title, its name in a source, its bytes per case; the logits' size by default),
+    described by ``ratio_what``."""
     if not cases:
         return None
+    head, basis_name, basis_bytes = basis
     cols = [
         Column("case", "Case", numeric=False),
         Column("variant", "Variant", numeric=False),
         Column("time", "Median µs", f"median, {DEVICE_TIME}"),
         Column("peak", "Peak MiB", what),
-        Column("times", "× logits", ratio_what),
+        Column("times", head, ratio_what),
     ]
     table = Table(table_id, caption, cols)
     for c in cases:
-        logits = logits_bytes(c)
+        base = basis_bytes(c)
         first = True
         for v in variants:
             if v not in c.variants:
                 continue
             value = peak(c.variants[v])
             ratio: Num | Text = Text("—", "no peak recorded")
-            if value is not None and logits:
-                src = Source(c.run.run_id, c.case_id, v, "meta (inputs_bytes + peak_bytes) / logits_bytes")
-                ratio = Num(value / logits, "x", (src,), note=ratio_what)
+            if value is not None and base:
+                src = Source(c.run.run_id, c.case_id, v, f"meta (inputs_bytes + peak_bytes) / {basis_name}")
+                ratio = Num(value / base, "x", (src,), note=ratio_what)
             row: dict[str, Any] = {
                 "case": Text(title(c) if first else ""),
                 "variant": Text(view.label(v)),
