@@ -464,3 +464,41 @@ def linear_cross_entropy_doc(run_id: str, started: str, *, ours_share: float = 0
         cases.append({"id": f"{STUDY.case_id(case)}/cold", "case": {**case, "l2": "cold"}, "bytes": nbytes,
                       "flops": flops, "rotation": {"sets": 2, "bytes": 2 * nbytes}, "variants": variants})  # fmt: skip
     return document("linear_cross_entropy", run_id, started, cases, eager=True, version=4)
+
+
+POINTWISE_COPY = 4000.0  # GB/s: the copy peak the synthetic runs' times are modelled on
+
+
+def pointwise_doc(study: str, run_id: str, started: str, *, ours_vs_compile: float = 0.95,
+                  dropped_share: float | None = None) -> dict[str, Any]:  # fmt: skip
+    """A run of one pointwise study (rope, swiglu, bias_gelu_dropout): its cases, variants
+    and labels as bench/studies/<study>.py writes them (cold L2, device time and eager
+    calls), times from a bandwidth model (compile at 80% of the copy peak, eager PyTorch at
+    40%, Liger at 70%, ours at ``ours_vs_compile`` × compile's time), each training step's
+    peak memory in its meta and, for dropout, each variant's dropped count
+    (``dropped_share`` of the outputs; None: the set p)."""
+    import importlib
+
+    bench_study = importlib.import_module(f"bench.studies.{study}").STUDY
+    rate = {"compile": 0.8, "torch": 0.4, "liger": 0.7}
+    cases = []
+    for case in bench_study.cases(False):
+        nbytes, flops = bench_study.traffic(case)
+        labels = {v.name: v.label for v in bench_study.variants(case)}
+        compile_us = nbytes / (rate["compile"] * POINTWISE_COPY * 1e3)
+        variants = {}
+        for name, label in labels.items():
+            device = compile_us * ours_vs_compile if name == "triton" else nbytes / (rate[name] * POINTWISE_COPY * 1e3)
+            meta: dict[str, Any] = {}
+            if case["direction"] == "fwd+bwd":
+                meta |= {"peak_bytes": int(nbytes * (0.4 if name == "triton" else 0.6)), "inputs_bytes": nbytes // 2,
+                         "memory": CE_MEMORY}  # fmt: skip
+            if study == "bias_gelu_dropout":
+                n = case["rows"] * case["cols"]
+                share = 0.1 if dropped_share is None or name != "triton" else dropped_share
+                meta |= {"p": 0.1, "dropped": round(n * share), "elements": n}
+            variants[name] = {"label": label, **variant(round(device, 4), eager=round(device + 20.0, 4),
+                                                        eager_run=True, meta=meta)}  # fmt: skip
+        cases.append({"id": f"{bench_study.case_id(case)}/cold", "case": {**case, "l2": "cold"}, "bytes": nbytes,
+                      "flops": flops, "rotation": {"sets": 2, "bytes": 2 * nbytes}, "variants": variants})  # fmt: skip
+    return document(study, run_id, started, cases, eager=True, version=4)

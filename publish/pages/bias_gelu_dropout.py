@@ -12,7 +12,7 @@ from typing import Any
 from scipy import stats
 
 from publish.claims import Claim, sentence
-from publish.numbers import Num, Source
+from publish.numbers import Num, Source, definition
 from publish.results import CaseResult
 from publish.studypage.common import cases_evidence
 from publish.studypage.pointwise import OURS, page
@@ -21,6 +21,7 @@ from publish.tables import Column, Table, Text
 
 PEERS = ("torch", "compile")
 LEVEL = 0.99  # the interval's confidence
+LEVEL_NUM = definition(100 * LEVEL, "pct", "set, not measured: the confidence level of the exact binomial interval")
 DRAM_BOUND = (Case("fwd", "bf16", 16384, 8192), Case("fwd+bwd", "bf16", 16384, 8192))
 
 
@@ -51,12 +52,11 @@ def dropped_table(view: StudyView) -> Table | None:
         Column("variant", "Variant", numeric=False),
         Column("elements", "Outputs", "elements of one forward"),
         Column("share", "Dropped", "exact zeros of the output / elements"),
-        Column("low", f"{LEVEL:.0%} interval, low", "Clopper-Pearson, from the counts"),
-        Column("high", f"{LEVEL:.0%} interval, high", "Clopper-Pearson, from the counts"),
+        Column("low", "Interval, low", "exact (Clopper-Pearson) interval at the level the text states"),
+        Column("high", "Interval, high", "exact (Clopper-Pearson) interval at the level the text states"),
         Column("holds", "p inside", numeric=False),
     ]
-    table = Table(f"{view.study}-dropped", f"Dropout: the dropped share of each variant, with its {LEVEL:.0%} interval",
-                  cols)  # fmt: skip
+    table = Table(f"{view.study}-dropped", "Dropout: the dropped share of each variant, with its exact interval", cols)
     for c, v in rows:
         k, n, p = _counts(c, v)  # type: ignore[misc]
         low, high = interval(k, n)
@@ -87,7 +87,7 @@ def dropped_observations(view: StudyView) -> list[Claim]:
             sentence(
                 "Dropout: the set probability lay inside the {level} exact interval of our dropped share in {k} of "
                 "the {n} forward cases measured.",
-                level=f"{LEVEL:.0%}",
+                level=LEVEL_NUM,
                 k=Num(len(found) - len(outside), "count"),
                 n=Num(len(found), "count"),
             ),
@@ -98,7 +98,7 @@ def dropped_observations(view: StudyView) -> list[Claim]:
 
 
 def extra(view: StudyView) -> dict[str, Any]:
-    return {"dropped": dropped_table(view)}
+    return {"dropped": dropped_table(view), "level": LEVEL_NUM}
 
 
 PAGE = page(
