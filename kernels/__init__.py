@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 
-__all__ = ["add", "cross_entropy", "linear_cross_entropy", "matmul", "rms_norm", "row_sum", "softmax"]
+__all__ = ["add", "cross_entropy", "linear_cross_entropy", "matmul", "rms_norm", "row_sum", "softmax", "swiglu"]
 
 if importlib.util.find_spec("torch") is not None and importlib.util.find_spec("triton") is not None:
     from kernels.cross_entropy import cross_entropy
@@ -19,4 +19,5 @@ if importlib.util.find_spec("torch") is not None and importlib.util.find_spec("t
     from kernels.rmsnorm import rms_norm
     from kernels.rowsum import row_sum
     from kernels.softmax import softmax
+    from kernels.swiglu import swiglu
     from kernels.vector_add import add
