@@ -1,0 +1,49 @@
+"""Probe: residual RMSNorm's fused backward (one persistent pass: dx and the weight gradient's
+partials, then their column sum) at model widths (H200, bf16, device time by CUDA events over
+20 calls; 4 passes of traffic: h, dy, dh read, dx written).  At 0173ca4 Nsight Compute put the
+kernel at 164 us and 3.2 TB/s for 16384 x 4096 (notes/2026-12-01-ncu-ce-0173ca4.txt); this
+times the version that prefetches the next row, at 1-4 programs per SM.  JSON lines.
+
+    python3 notes/probe_rms_bwd.py > $OUT/probe-rms-bwd.log
+"""
+
+from __future__ import annotations
+
+import json
+
+import torch
+
+from kernels import rmsnorm
+from kernels._rowwise import sm_count
+
+SHAPES = [(16384, 4096), (8192, 5120), (8192, 7168), (4096, 4096), (4096, 8192)]
+
+
+def time_us(fn, reps: int = 20) -> float:  # type: ignore[no-untyped-def]
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) * 1000 / reps
+
+
+def main() -> None:
+    dev = torch.device("cuda")
+    sms = sm_count(dev)
+    for n, w in SHAPES:
+        g = torch.Generator(device=dev).manual_seed(0)
+        h, dy, dh = (torch.randn((n, w), generator=g, device=dev).to(torch.bfloat16) for _ in range(3))
+        weight = torch.randn(w, generator=g, device=dev).to(torch.bfloat16)
+        dx = torch.empty_like(h)
+        for per_sm in (1, 2, 3, 4):
+            us = time_us(lambda p=per_sm * sms: rmsnorm.backward_fused(h, dy, dx, weight, 1e-6, dh, p))
+            print(json.dumps({"shape": f"{n}x{w}", "programs_per_sm": per_sm, "us": round(us, 1),
+                              "TBps": round(4 * h.numel() * 2 / us / 1e6, 2)}), flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
