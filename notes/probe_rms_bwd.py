@@ -40,7 +40,7 @@ def main() -> None:
         weight = torch.randn(w, generator=g, device=dev).to(torch.bfloat16)
         dx = torch.empty_like(h)
         for per_sm in (1, 2, 3, 4):
-            us = time_us(lambda p=per_sm * sms: rmsnorm.backward_fused(h, dy, dx, weight, 1e-6, dh, p))
+            us = time_us(lambda p=per_sm * sms, t=(h, dy, dx, weight), d=dh: rmsnorm.backward_fused(*t, 1e-6, d, p))
             print(json.dumps({"shape": f"{n}x{w}", "programs_per_sm": per_sm, "us": round(us, 1),
                               "TBps": round(4 * h.numel() * 2 / us / 1e6, 2)}), flush=True)  # fmt: skip
 
