@@ -117,19 +117,6 @@ FUSED_PROGRAMS_PER_SM = 2
 FUSED_MIN_WIDTH = 2048
 
 
-@triton.jit
-def _bwd_fused_loads(h_ptr, dy_ptr, dh_ptr, r, rows, cols, inside, h_stride, dy_stride, dh_stride,
-                     HAS_DH: tl.constexpr):  # fmt: skip
-    """One row's h, dy and dh tiles ([1, BLOCK], their storage dtype; zeros past the last row)."""
-    live = inside[None, :] & (r[:, None] < rows)
-    h = tl.load(h_ptr + r[:, None] * h_stride + cols[None, :], mask=live, other=0.0)
-    dy = tl.load(dy_ptr + r[:, None] * dy_stride + cols[None, :], mask=live, other=0.0)
-    dh = h * 0.0
-    if HAS_DH:
-        dh = tl.load(dh_ptr + r[:, None] * dh_stride + cols[None, :], mask=live, other=0.0)
-    return h, dy, dh
-
-
 @triton.jit(do_not_specialize=["rows", "h_stride", "dy_stride", "dh_stride", "dx_stride"])
 def _bwd_fused_kernel(
     h_ptr, dy_ptr, dh_ptr, w_ptr, dx_ptr, part_ptr,
@@ -142,18 +129,13 @@ def _bwd_fused_kernel(
     inside = cols < WIDTH
     w = tl.load(w_ptr + cols, mask=inside, other=0.0).to(ACC)
     dw = tl.zeros([BLOCK], dtype=ACC)
-    # The next row's loads are issued before this row's arithmetic and kept in their 16-bit
-    # storage type (a few registers a thread): with two programs per SM (the registers allow
-    # no more), a row's reductions and stores otherwise left the SM with nothing in flight
-    # (Nsight Compute, 16384 x 4096 bf16 at 0173ca4: 3.2 TB/s, 25% occupancy).
-    r = (tl.zeros([], tl.int64) + pid)[None]  # [1]: the row tiles are [1, BLOCK], as on the row base
-    h_next, dy_next, dh_next = _bwd_fused_loads(h_ptr, dy_ptr, dh_ptr, r, rows, cols, inside, h_stride, dy_stride,
-                                                dh_stride, HAS_DH)  # fmt: skip
     for row in range(pid, rows, programs):
-        r = (tl.zeros([], tl.int64) + row)[None]
-        h, dy, dh = h_next.to(ACC), dy_next.to(ACC), dh_next.to(ACC)
-        h_next, dy_next, dh_next = _bwd_fused_loads(h_ptr, dy_ptr, dh_ptr, r + programs, rows, cols, inside, h_stride,
-                                                    dy_stride, dh_stride, HAS_DH)  # fmt: skip
+        r = (tl.zeros([], tl.int64) + row)[None]  # [1]: the row tiles are [1, BLOCK], as on the row base
+        h = tl.load(h_ptr + r[:, None] * h_stride + cols[None, :], mask=inside[None, :], other=0.0).to(ACC)
+        dy = tl.load(dy_ptr + r[:, None] * dy_stride + cols[None, :], mask=inside[None, :], other=0.0).to(ACC)
+        dh = h * 0.0
+        if HAS_DH:
+            dh = tl.load(dh_ptr + r[:, None] * dh_stride + cols[None, :], mask=inside[None, :], other=0.0).to(ACC)
         m, s = _bwd_accumulate(tl.zeros([1], ACC), tl.zeros([1], ACC), h, dy, dh, w[None, :])
         rstd, scale = _bwd_finish(m, s, WIDTH, EPS)
         dx, _ = _bwd_apply(h, dy, dh, w[None, :], rstd, scale)

@@ -1,8 +1,11 @@
 """Probe: residual RMSNorm's fused backward (one persistent pass: dx and the weight gradient's
 partials, then their column sum) at model widths (H200, bf16, device time by CUDA events over
 20 calls; 4 passes of traffic: h, dy, dh read, dx written).  At 0173ca4 Nsight Compute put the
-kernel at 164 us and 3.2 TB/s for 16384 x 4096 (notes/2026-12-01-ncu-ce-0173ca4.txt); this
-times the version that prefetches the next row, at 1-4 programs per SM.  JSON lines.
+kernel at 164 us and 3.2 TB/s for 16384 x 4096 (notes/2026-12-01-ncu-ce-0173ca4.txt), 25%
+occupancy: a row's reductions and stores leave its program with nothing in flight.  This
+times it at 1-4 programs per SM; the next thing to time beside it is a version that issues the
+next row's loads (in their 16-bit storage type) before this row's arithmetic (commit 64b0268,
+reverted unmeasured: the device was not lent again that session).  JSON lines.
 
     python3 notes/probe_rms_bwd.py > $OUT/probe-rms-bwd.log
 """
