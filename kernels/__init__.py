@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import importlib.util
 
-__all__ = ["add", "cross_entropy", "linear_cross_entropy", "matmul", "rms_norm", "row_sum", "softmax", "swiglu"]
+__all__ = ["add", "cross_entropy", "linear_cross_entropy", "matmul", "rms_norm", "rope", "row_sum", "softmax", "swiglu"]
 
 if importlib.util.find_spec("torch") is not None and importlib.util.find_spec("triton") is not None:
     from kernels.cross_entropy import cross_entropy
     from kernels.linear_cross_entropy import linear_cross_entropy
     from kernels.matmul import matmul
     from kernels.rmsnorm import rms_norm
+    from kernels.rope import apply_rotary_pos_emb as rope
     from kernels.rowsum import row_sum
     from kernels.softmax import softmax
     from kernels.swiglu import swiglu
