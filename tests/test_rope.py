@@ -556,3 +556,12 @@ def test_vector_hint_divides_every_stride(pad, table_dtype, want, monkeypatch) -
     q_ref, k_ref = reference(q, k, cos, sin)
     assert_close(q_out, q_ref, torch.bfloat16)
     assert_close(k_out, k_ref, torch.bfloat16)
+
+
+def test_a_second_derivative_is_refused_not_silently_wrong() -> None:
+    gen = torch.Generator().manual_seed(3)
+    q = torch.randn(1, 2, 3, 4, generator=gen, requires_grad=True)
+    k = torch.randn(1, 1, 3, 4, generator=gen, requires_grad=True)
+    cos, sin = torch.randn(3, 4, generator=gen), torch.randn(3, 4, generator=gen)
+    with pytest.raises(RuntimeError, match="not twice differentiable"):
+        torch.autograd.grad(kernels.rope(q, k, cos, sin)[0].sum(), q, create_graph=True)

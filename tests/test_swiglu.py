@@ -363,3 +363,9 @@ def test_torch_compile_traces_forward_and_backward_ops() -> None:
     got2 = compiled(x2, u)
     (du,) = torch.autograd.grad(got2, u, g)
     torch.testing.assert_close(du, torch.autograd.grad(f(x2, u), u, g)[0])
+
+
+def test_a_second_derivative_is_refused_not_silently_wrong() -> None:
+    g, u = (torch.randn(3, 7, generator=torch.Generator().manual_seed(3), requires_grad=True) for _ in range(2))
+    with pytest.raises(RuntimeError, match="not twice differentiable"):
+        torch.autograd.grad(kernels.swiglu(g, u).sum(), (g, u), create_graph=True)
