@@ -10,9 +10,21 @@ from __future__ import annotations
 
 import importlib.util
 
-__all__ = ["add", "cross_entropy", "linear_cross_entropy", "matmul", "rms_norm", "rope", "row_sum", "softmax", "swiglu"]
+__all__ = [
+    "add",
+    "bias_gelu_dropout",
+    "cross_entropy",
+    "linear_cross_entropy",
+    "matmul",
+    "rms_norm",
+    "rope",
+    "row_sum",
+    "softmax",
+    "swiglu",
+]
 
 if importlib.util.find_spec("torch") is not None and importlib.util.find_spec("triton") is not None:
+    from kernels.bias_gelu_dropout import bias_gelu_dropout
     from kernels.cross_entropy import cross_entropy
     from kernels.linear_cross_entropy import linear_cross_entropy
     from kernels.matmul import matmul
