@@ -71,6 +71,14 @@ def event_time_ms(fn: Callable[[], object], repeat: int = 1) -> float:
     return start.elapsed_time(end) / repeat
 
 
+def mean_event_us(fn: Callable[[], object], repeat: int = 20) -> float:
+    """A probe's number (notes/): one call first (it compiles), then the mean µs of
+    ``repeat`` calls between two CUDA events, host and device together."""
+    fn()
+    torch.cuda.synchronize()
+    return event_time_ms(fn, repeat) * 1000
+
+
 def calls_for(estimate_ms: float, target_ms: float, most: int = 1000) -> int:
     """How many calls one sample holds, so that it lasts about ``target_ms``."""
     return max(1, min(most, round(target_ms / max(estimate_ms, 1e-4))))

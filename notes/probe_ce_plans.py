@@ -15,24 +15,13 @@ import json
 
 import torch
 
+from bench.timing import mean_event_us as time_us
 from kernels.cross_entropy import forward_rows
 from kernels.plans import RowPlan
 
 SHAPES = [(8192, 128256), (4096, 32000), (4096, 262144), (4096, 50257)]
 CONFIGS = [(b, w, s) for b in (4096, 8192, 16384, 32768) for w in (4, 8, 16) for s in (1, 2)
            if 8 <= b // (32 * w) <= 64]  # fmt: skip
-
-
-def time_us(fn, reps: int = 20) -> float:  # type: ignore[no-untyped-def]
-    fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) * 1000 / reps
 
 
 def main() -> None:

@@ -16,22 +16,11 @@ import json
 
 import torch
 
+from bench.timing import mean_event_us as time_us
 from kernels import rmsnorm
 from kernels._rowwise import sm_count
 
 SHAPES = [(16384, 4096), (8192, 5120), (8192, 7168), (4096, 4096), (4096, 8192)]
-
-
-def time_us(fn, reps: int = 20) -> float:  # type: ignore[no-untyped-def]
-    fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) * 1000 / reps
 
 
 def main() -> None:

@@ -8,26 +8,17 @@ backward ~10% behind torch.compile's.  JSON lines.
 
 from __future__ import annotations
 
+import importlib
 import json
 
 import torch
 
-from kernels import swiglu as sw
+from bench.timing import mean_event_us as time_us
+
+sw = importlib.import_module("kernels.swiglu")  # the module (kernels.swiglu is the function)
 
 SHAPES = [(8192, 14336), (4096, 11008)]
 BLOCKS = (1024, 2048, 4096, 8192, 16384)
-
-
-def time_us(fn, reps: int = 20) -> float:  # type: ignore[no-untyped-def]
-    fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) * 1000 / reps
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ import time
 
 import pytest
 import torch
+from test_rope import reference, reference_grads  # the float64 references
 from tolerances import assert_close
 
 from kernels.rope import apply_rotary_pos_emb, rope_into
@@ -27,30 +28,6 @@ B, HQ, HK, T, D = 1, 32, 8, 4096, 128
 def randn(shape, dtype, seed=0, device="cuda"):
     g = torch.Generator(device=device).manual_seed(seed)
     return torch.randn(shape, device=device, dtype=torch.float32, generator=g).to(dtype)
-
-
-def rotate_half(x):
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
-def hf_apply(q, k, cos, sin):
-    """Hugging Face's apply_rotary_pos_emb (unsqueeze_dim=1) for [T, D] / [1, T, D] / [B, T, D] tables."""
-    if cos.dim() == 2:
-        cos, sin = cos[None], sin[None]
-    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
-
-
-def reference(q, k, cos, sin):
-    return hf_apply(q.double(), k.double(), cos.double(), sin.double())
-
-
-def reference_grads(q, k, cos, sin, dq_out, dk_out):
-    q64 = q.detach().double().requires_grad_()
-    k64 = k.detach().double().requires_grad_()
-    outs = hf_apply(q64, k64, cos.double(), sin.double())
-    return torch.autograd.grad(outs, (q64, k64), (dq_out.double(), dk_out.double()))
 
 
 def hf_tables(seq, width, dtype, device="cuda", base=10000.0):

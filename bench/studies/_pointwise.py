@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from bench.studies import Params, Refused, Step, Tensors, _memory
+from bench.studies._rows import TOLERANCE
 
 Fn = Callable[..., Any]
 
@@ -46,6 +47,33 @@ def compiled(fn: Fn) -> Fn:
 
 
 COMPILE_META = {"mode": "default", "dynamic": False, "fullgraph": True}
+
+
+class PointwiseCases:
+    """The case loop the pointwise studies share: bf16 forward and training step at each
+    (rows, cols) of ``shapes`` (``quick``: of ``quick_shapes``), cold L2 only (every shape is
+    past the L2 or about it), ids ``direction/dtype/rowsxcols``, the rows' tolerances."""
+
+    op: str
+    shapes: Sequence[tuple[int, int]]
+    quick_shapes: Sequence[tuple[int, int]]
+    directions = ("fwd", "fwd+bwd")
+
+    def cases(self, quick: bool) -> list[Params]:
+        return [
+            {"op": self.op, "direction": d, "dtype": "bf16", "rows": r, "cols": c}
+            for d in self.directions
+            for r, c in (self.quick_shapes if quick else self.shapes)
+        ]
+
+    def case_id(self, case: Params) -> str:
+        return f"{case['direction']}/{case['dtype']}/{case['rows']}x{case['cols']}"
+
+    def options(self, quick: bool) -> dict[str, Any]:
+        return {"rounds": 10 if quick else 12, "l2_modes": ("cold",)}
+
+    def tolerance(self, case: Params) -> float:
+        return TOLERANCE[case["dtype"]]
 
 
 def liger(module: str, name: str) -> Any:

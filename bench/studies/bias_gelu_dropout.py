@@ -31,8 +31,8 @@ import torch
 import torch.nn.functional as F
 
 from bench.studies import Params, Tensors, Variant
-from bench.studies._pointwise import COMPILE_META, compiled, step, training_memory
-from bench.studies._rows import DTYPES, TOLERANCE, element_size
+from bench.studies._pointwise import COMPILE_META, PointwiseCases, compiled, step, training_memory
+from bench.studies._rows import DTYPES, element_size
 
 OP = "bias_gelu_dropout"
 P = 0.1
@@ -67,22 +67,11 @@ def _gelu_tanh(u: torch.Tensor) -> torch.Tensor:
     return 0.5 * u * (1 + torch.tanh(math.sqrt(2 / math.pi) * (u + 0.044715 * u**3)))
 
 
-class BiasGeluDropoutStudy:
-    name = "bias_gelu_dropout"
-    directions = ("fwd", "fwd+bwd")
-
-    def cases(self, quick: bool) -> list[Params]:
-        return [
-            {"op": OP, "direction": d, "dtype": "bf16", "rows": r, "cols": c}
-            for d in self.directions
-            for r, c in (QUICK if quick else SHAPES)
-        ]
-
-    def case_id(self, case: Params) -> str:
-        return f"{case['direction']}/{case['dtype']}/{case['rows']}x{case['cols']}"
-
-    def options(self, quick: bool) -> dict[str, Any]:
-        return {"rounds": 10 if quick else 12, "l2_modes": ("cold",)}
+class BiasGeluDropoutStudy(PointwiseCases):
+    name = OP
+    op = OP
+    shapes = SHAPES
+    quick_shapes = QUICK
 
     def variants(self, case: Params) -> list[Variant]:
         draw = self.inputs
@@ -150,9 +139,6 @@ class BiasGeluDropoutStudy:
         if case["direction"] == "fwd":
             return 2 * elems * size + bias, 12 * elems
         return 5 * elems * size + 2 * bias, 30 * elems
-
-    def tolerance(self, case: Params) -> float:
-        return TOLERANCE[case["dtype"]]
 
 
 STUDY = BiasGeluDropoutStudy()

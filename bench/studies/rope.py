@@ -22,13 +22,11 @@ Hk); its page is ``publish/pages/rope.py`` with ``templates/rope.md.j2``.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from bench.studies import Params, Tensors, Variant
-from bench.studies._pointwise import COMPILE_META, compiled, liger, liger_meta, step, training_memory
-from bench.studies._rows import DTYPES, TOLERANCE, element_size
+from bench.studies._pointwise import COMPILE_META, PointwiseCases, compiled, liger, liger_meta, step, training_memory
+from bench.studies._rows import DTYPES, element_size
 
 OP = "rope"
 HEADS, KV_HEADS, HEAD_DIM = 32, 8, 128
@@ -75,9 +73,9 @@ def case_id(case: Params) -> str:
     return f"{case['direction']}/{case['dtype']}/{case['rows']}x{case['cols']}x{case['heads']}x{case['kv_heads']}"
 
 
-class RopeStudy:
-    name = "rope"
-    directions = ("fwd", "fwd+bwd")
+class RopeStudy(PointwiseCases):
+    name = OP
+    op = OP
 
     def cases(self, quick: bool) -> list[Params]:
         return [
@@ -89,9 +87,6 @@ class RopeStudy:
 
     def case_id(self, case: Params) -> str:
         return case_id(case)
-
-    def options(self, quick: bool) -> dict[str, Any]:
-        return {"rounds": 10 if quick else 12, "l2_modes": ("cold",)}
 
     def variants(self, case: Params) -> list[Variant]:
         draw = self.inputs
@@ -139,9 +134,6 @@ class RopeStudy:
         passes = 2 if case["direction"] == "fwd" else 4
         size = element_size(case)
         return passes * elems * size + passes // 2 * tables * size, 3 * elems * passes // 2
-
-    def tolerance(self, case: Params) -> float:
-        return TOLERANCE[case["dtype"]]
 
 
 STUDY = RopeStudy()

@@ -19,14 +19,12 @@ Registered (contract/studies.py); its page is ``publish/pages/swiglu.py`` with
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 import torch.nn.functional as F
 
 from bench.studies import Params, Tensors, Variant
-from bench.studies._pointwise import COMPILE_META, compiled, liger, liger_meta, step, training_memory
-from bench.studies._rows import DTYPES, TOLERANCE, element_size
+from bench.studies._pointwise import COMPILE_META, PointwiseCases, compiled, liger, liger_meta, step, training_memory
+from bench.studies._rows import DTYPES, element_size
 
 OP = "swiglu"
 SHAPES = [(1024, 14336), (4096, 14336), (8192, 14336), (4096, 11008), (4097, 14336)]
@@ -60,22 +58,11 @@ def _liger(case: Params):  # type: ignore[no-untyped-def]
     return _build(lambda g, u: fn.apply(g, u))(case)
 
 
-class SwiGLUStudy:
-    name = "swiglu"
-    directions = ("fwd", "fwd+bwd")
-
-    def cases(self, quick: bool) -> list[Params]:
-        return [
-            {"op": OP, "direction": d, "dtype": "bf16", "rows": r, "cols": c}
-            for d in self.directions
-            for r, c in (QUICK if quick else SHAPES)
-        ]
-
-    def case_id(self, case: Params) -> str:
-        return f"{case['direction']}/{case['dtype']}/{case['rows']}x{case['cols']}"
-
-    def options(self, quick: bool) -> dict[str, Any]:
-        return {"rounds": 10 if quick else 12, "l2_modes": ("cold",)}
+class SwiGLUStudy(PointwiseCases):
+    name = OP
+    op = OP
+    shapes = SHAPES
+    quick_shapes = QUICK
 
     def variants(self, case: Params) -> list[Variant]:
         draw = self.inputs
@@ -115,9 +102,6 @@ class SwiGLUStudy:
         if case["direction"] == "fwd":
             return 3 * elems * element_size(case), 6 * elems
         return 8 * elems * element_size(case), 16 * elems
-
-    def tolerance(self, case: Params) -> float:
-        return TOLERANCE[case["dtype"]]
 
 
 STUDY = SwiGLUStudy()
