@@ -335,8 +335,8 @@ _CONSTS: dict[tuple[int, int, bool, bool], tuple[int, int, int, bool]] = {}
 def _launch(kernel: FastKernel, tensors: tuple[torch.Tensor, ...], width: int, p: float, seed: int,
             has_bias: bool) -> None:  # fmt: skip
     # tensors: the kernel's pointer arguments, contiguous and of one dtype (the callers cast),
-    # the last one (the output) sized n.  The launch key: device, dtype, each pointer's 16-byte
-    # alignment (what Triton specializes on besides the constexprs).
+    # the last one (the output) sized n.  The launch key: device, each pointer's dtype and
+    # 16-byte alignment (what Triton specializes on besides the constexprs).
     out = tensors[-1]
     n = out.numel()
     if n == 0:
@@ -353,7 +353,9 @@ def _launch(kernel: FastKernel, tensors: tuple[torch.Tensor, ...], width: int, p
     if consts is None:
         consts = _CONSTS[ck] = (QUARTER, VECTOR_BYTES // size, bias_mode(width, has_bias), dropout)
     index = out.get_device()  # -1 on the CPU (the interpreter)
-    key = (index, out.dtype, *[t.data_ptr() % VECTOR_BYTES == 0 for t in tensors])
+    # every pointer's dtype, not only the output's: forward_flat and backward_flat are public,
+    # and a call mixing dtypes must not reuse a launcher compiled for one
+    key = (index, *[(t.dtype, t.data_ptr() % VECTOR_BYTES == 0) for t in tensors])
     args = (*tensors, n, width, seed if dropout else 0, threshold, scale, scale)
     grid = (cdiv(n, BLOCK), 1, 1)
     if index >= 0 and index != current_device():  # Triton launches on the current GPU

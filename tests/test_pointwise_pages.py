@@ -85,17 +85,46 @@ def test_the_study_checks_ours_and_the_eager_one_on_the_cpu(study, name, directi
     assert result["passed"], result
 
 
+def _ours_step(case, seed: int):  # type: ignore[no-untyped-def]
+    from bench.studies.bias_gelu_dropout import STUDY
+
+    inputs = STUDY.inputs(case, torch.device("cpu"), torch.Generator().manual_seed(seed))
+    (ours,) = [v for v in STUDY.variants(case) if v.name == "triton"]
+    return STUDY, inputs, ours.build(case)(inputs)
+
+
 def test_the_dropout_check_rejects_a_broken_mask() -> None:
+    from bench.harness import compare
+
+    study, inputs, (y, dx, db) = _ours_step(TINY["bias_gelu_dropout"] | {"direction": "fwd+bwd"}, 1)
+    case = TINY["bias_gelu_dropout"] | {"direction": "fwd+bwd"}
+    assert compare((y, dx, db), study.reference_for(case, inputs, (y, dx, db)), 1e-5)["passed"]
+    with pytest.raises(ValueError, match="not a draw of Binomial"):
+        study.reference_for(case, inputs, (torch.zeros_like(y), torch.zeros_like(dx), db))  # everything dropped
+    with pytest.raises(ValueError, match="differ"):  # a gradient through a dropped element
+        study.reference_for(case, inputs, (y, torch.where(y == 0, dx + 1.0, dx), db))
+    tail = torch.ones_like(y, dtype=torch.bool)
+    tail[-1] = False  # the last row zeroed, as a broken masked tail would
+    with pytest.raises(ValueError, match="row 63"):
+        study.reference_for(case, inputs, (y * tail, dx * tail, db))
+    fwd = TINY["bias_gelu_dropout"] | {"direction": "fwd"}
+    study, inputs, (y,) = _ours_step(fwd, 2)
+    with pytest.raises(ValueError, match="not a draw of Binomial"):  # nothing dropped
+        study.reference_for(fwd, inputs, (torch.where(y == 0, 1.0, y),))
+
+
+def test_the_dropout_check_passes_kept_elements_that_are_exact_zeros() -> None:
+    # x + bias == 0 exactly (GELU(0) = 0, gradient 1/2) and z far below -5 (torch's tanh form
+    # rounds to 0 there): kept elements whose output is 0 are not drops.
     from bench.harness import compare
     from bench.studies.bias_gelu_dropout import STUDY
 
     case = TINY["bias_gelu_dropout"] | {"direction": "fwd+bwd"}
-    inputs = STUDY.inputs(case, torch.device("cpu"), torch.Generator().manual_seed(1))
-    (ours,) = [v for v in STUDY.variants(case) if v.name == "triton"]
-    y, dx, db = ours.build(case)(inputs)
-    with pytest.raises(ValueError, match="not a draw of Binomial"):
-        STUDY.reference_for(case, inputs, (torch.zeros_like(y), dx, db))  # everything dropped
-    with pytest.raises(ValueError, match="not a draw of Binomial"):
-        STUDY.reference_for(case, inputs, (y / 0.9 * 0.9 + (y == 0) * 1.0, dx, db))  # nothing dropped
-    wrong_dx = torch.where(y == 0, dx + 1.0, dx)  # a gradient through a dropped element
-    assert not compare((y, wrong_dx, db), STUDY.reference_for(case, inputs, (y, dx, db)), 1e-5)["passed"]
+    inputs = STUDY.inputs(case, torch.device("cpu"), torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        inputs["x"][:, :20] = -inputs["bias"][:20]  # exact cancellation in 20 of 129 columns
+        inputs["x"][:, 20:40] = -40.0  # saturated
+    for name in ("triton", "torch"):
+        (variant,) = [v for v in STUDY.variants(case) if v.name == name]
+        outs = variant.build(case)(inputs)
+        assert compare(outs, STUDY.reference_for(case, inputs, outs), STUDY.tolerance(case))["passed"], name
