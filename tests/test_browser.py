@@ -76,6 +76,9 @@ def synthetic_url(tmp_path_factory) -> Iterator[str]:
         root,
         synthstudies.linear_cross_entropy_doc("linear_cross_entropy-20261201T000000Z-aaaaaaa", "2026-12-01T00:00:00Z"),
     )
+    for study in ("rope", "swiglu", "bias_gelu_dropout"):
+        doc = synthstudies.pointwise_doc(study, f"{study}-20261201T000000Z-aaaaaaa", "2026-12-01T00:00:00Z")
+        synthruns.write(root, doc)
     site = tmp / "site"
     site.mkdir()
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
