@@ -185,11 +185,14 @@ def measure_case(study: Study, case: Params, index: int, backend: Backend, opts:
         }
         sets = backend.sets_for(l2, traffic_bytes)
         timed = [study.inputs(case, backend.device, gen) for _ in range(sets)]  # fresh draws, not the checked ones
+        own = {v.name: [study.inputs(case, backend.device, gen) for _ in range(sets)]
+               for v in variants if v.own_inputs and v.name in steps}  # fmt: skip
         backend.before_case()
         timers: dict[str, tuple[Timer, Timer]] = {}
         for name, step in steps.items():
             try:
-                fn = lambda i, step=step, timed=timed: step(timed[i])
+                sets_of = own.get(name, timed)
+                fn = lambda i, step=step, timed=sets_of: step(timed[i])
                 timers[name] = backend.make_timer(fn, sets, opts.target_ms, name=name)
                 rec = recs[name]
                 rec.timer, rec.calls_per_sample = timers[name][0].timer, timers[name][0].calls

@@ -320,3 +320,34 @@ def test_a_variant_whose_capture_failed_is_not_captured_in_later_cases(monkeypat
         backend.make_timer(lambda i: None, 1, 1.0, name="triton")
     assert asked == [True, True, False, True]
     assert backend.uncapturable == {"liger"}
+
+
+def test_a_variant_that_writes_over_its_inputs_is_timed_on_inputs_of_its_own() -> None:
+    # Liger's in-place kernels write over their inputs: with own_inputs the others never see it.
+    seen: list[float] = []
+
+    class InPlace(ToyStudy):
+        def variants(self, case):
+            def reads(c):
+                def step(t):
+                    seen.append(float(t["x"].abs().max()))
+                    return (t["x"] * 2,)
+
+                return step
+
+            def writes(c):
+                def step(t):
+                    out = t["x"] * 2  # right, then writes over its input (checked last, as Liger is)
+                    t["x"].add_(1e6)
+                    return (out,)
+
+                return step
+
+            writer = Variant("writes", "x * 2, then x += 1e6", writes, own_inputs=True)
+            return [Variant("reads", "x * 2", reads), writer]
+
+    study = InPlace(n_cases=1)
+    entries = harness.measure_case(study, study.cases(False)[0], 0, HostBackend(),
+                                   harness.Options(rounds=3, l2_modes=("warm",)))  # fmt: skip
+    assert all(entries[0]["variants"][v]["samples_us"] for v in ("reads", "writes")), "both timed"
+    assert len(seen) > 3 and max(seen) < 100, "the reading variant saw what the writing one wrote"

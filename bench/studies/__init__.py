@@ -35,6 +35,9 @@ class Variant:
     label: str
     build: Callable[[Params], Step]
     meta: Callable[[Params], dict[str, Any]] = field(default=lambda p: {})
+    # A variant that writes over its inputs (Liger's in-place RoPE and SwiGLU backward) is
+    # timed on input sets of its own, so the other variants never see what it wrote.
+    own_inputs: bool = False
 
 
 class Study(Protocol):

@@ -98,7 +98,8 @@ class RopeStudy(PointwiseCases):
             Variant("compile", "torch.compile(the eager formula)", _compiled,
                     training_memory(_compiled, draw, lambda c: COMPILE_META)),
             Variant("liger", "Liger-Kernel (LigerRopeFunction, in place)", _liger,
-                    training_memory(_liger, draw, liger_meta("liger_kernel.ops.rope.LigerRopeFunction"))),
+                    training_memory(_liger, draw, liger_meta("liger_kernel.ops.rope.LigerRopeFunction")),
+                    own_inputs=True),
         ]  # fmt: skip
 
     def inputs(self, case: Params, device: torch.device, gen: torch.Generator) -> Tensors:

@@ -73,7 +73,8 @@ class SwiGLUStudy(PointwiseCases):
             Variant("compile", "torch.compile(F.silu(gate) * up)", _compiled,
                     training_memory(_compiled, draw, lambda c: COMPILE_META)),
             Variant("liger", "Liger-Kernel (LigerSiLUMulFunction)", _liger,
-                    training_memory(_liger, draw, liger_meta("liger_kernel.ops.swiglu.LigerSiLUMulFunction"))),
+                    training_memory(_liger, draw, liger_meta("liger_kernel.ops.swiglu.LigerSiLUMulFunction")),
+                    own_inputs=True),
         ]  # fmt: skip
 
     def inputs(self, case: Params, device: torch.device, gen: torch.Generator) -> Tensors:
