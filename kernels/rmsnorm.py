@@ -117,11 +117,25 @@ FUSED_PROGRAMS_PER_SM = 2
 FUSED_MIN_WIDTH = 2048
 
 
+@triton.jit
+def _bwd_fused_loads(h_ptr, dy_ptr, dh_ptr, r, rows, cols, inside, h_stride, dy_stride, dh_stride,
+                     HAS_DH: tl.constexpr):  # fmt: skip
+    """One row's h, dy and dh tiles ([1, BLOCK] in their storage dtype; zeros past the last row)."""
+    live = inside[None, :] & (r[:, None] < rows)
+    h = tl.load(h_ptr + r[:, None] * h_stride + cols[None, :], mask=live, other=0.0)
+    dy = tl.load(dy_ptr + r[:, None] * dy_stride + cols[None, :], mask=live, other=0.0)
+    dh = h * 0.0
+    if HAS_DH:
+        dh = tl.load(dh_ptr + r[:, None] * dh_stride + cols[None, :], mask=live, other=0.0)
+    return h, dy, dh
+
+
 @triton.jit(do_not_specialize=["rows", "h_stride", "dy_stride", "dh_stride", "dx_stride"])
 def _bwd_fused_kernel(
     h_ptr, dy_ptr, dh_ptr, w_ptr, dx_ptr, part_ptr,
     rows: tl.int64, h_stride: tl.int64, dy_stride: tl.int64, dh_stride: tl.int64, dx_stride: tl.int64,
     WIDTH: tl.constexpr, BLOCK: tl.constexpr, EPS: tl.constexpr, HAS_DH: tl.constexpr, ACC: tl.constexpr,
+    PREFETCH: tl.constexpr,
 ):  # fmt: skip
     pid = tl.program_id(0)
     programs = tl.num_programs(0)
@@ -129,13 +143,24 @@ def _bwd_fused_kernel(
     inside = cols < WIDTH
     w = tl.load(w_ptr + cols, mask=inside, other=0.0).to(ACC)
     dw = tl.zeros([BLOCK], dtype=ACC)
+    # PREFETCH issues the next row's loads before this row's arithmetic, kept in their 16-bit
+    # storage type (a few registers a thread): with two programs per SM (the registers allow no
+    # more), a row's reductions and stores otherwise leave the SM with nothing in flight (Nsight
+    # Compute, 16384 x 4096 bf16 at 0173ca4: 3.2 TB/s, 25% occupancy).  Off until timed
+    # (notes/probe_rms_bwd.py).
+    r = (tl.zeros([], tl.int64) + pid)[None]  # [1]: the row tiles are [1, BLOCK], as on the row base
+    h_next, dy_next, dh_next = _bwd_fused_loads(h_ptr, dy_ptr, dh_ptr, r, rows, cols, inside, h_stride, dy_stride,
+                                                dh_stride, HAS_DH)  # fmt: skip
     for row in range(pid, rows, programs):
-        r = (tl.zeros([], tl.int64) + row)[None]  # [1]: the row tiles are [1, BLOCK], as on the row base
-        h = tl.load(h_ptr + r[:, None] * h_stride + cols[None, :], mask=inside[None, :], other=0.0).to(ACC)
-        dy = tl.load(dy_ptr + r[:, None] * dy_stride + cols[None, :], mask=inside[None, :], other=0.0).to(ACC)
-        dh = h * 0.0
-        if HAS_DH:
-            dh = tl.load(dh_ptr + r[:, None] * dh_stride + cols[None, :], mask=inside[None, :], other=0.0).to(ACC)
+        r = (tl.zeros([], tl.int64) + row)[None]
+        if PREFETCH:
+            h, dy, dh = h_next.to(ACC), dy_next.to(ACC), dh_next.to(ACC)
+            h_next, dy_next, dh_next = _bwd_fused_loads(h_ptr, dy_ptr, dh_ptr, r + programs, rows, cols, inside,
+                                                        h_stride, dy_stride, dh_stride, HAS_DH)  # fmt: skip
+        else:
+            h, dy, dh = _bwd_fused_loads(h_ptr, dy_ptr, dh_ptr, r, rows, cols, inside, h_stride, dy_stride,
+                                         dh_stride, HAS_DH)  # fmt: skip
+            h, dy, dh = h.to(ACC), dy.to(ACC), dh.to(ACC)
         m, s = _bwd_accumulate(tl.zeros([1], ACC), tl.zeros([1], ACC), h, dy, dh, w[None, :])
         rstd, scale = _bwd_finish(m, s, WIDTH, EPS)
         dx, _ = _bwd_apply(h, dy, dh, w[None, :], rstd, scale)
@@ -167,23 +192,27 @@ def backward_fused(
     eps: float,
     dh2d: torch.Tensor | None = None,
     programs: int | None = None,
+    *,
+    prefetch: bool = False,
+    num_warps: int | None = None,
 ) -> torch.Tensor:
     """Write dx into ``dx2d`` and return the weight gradient (``[width]``, the weight's dtype)
     from one persistent pass over ``h2d``, ``dy2d`` (and ``dh2d``) plus a column sum of the
     programs' partials.  Row tensors ``[rows, width]`` with a contiguous last dimension,
     ``width <= FUSED_MAX_WIDTH``; ``programs``: how many (default: ``FUSED_PROGRAMS_PER_SM``
-    per SM, at most one per row)."""
+    per SM, at most one per row); ``prefetch``: load the next row before this row's arithmetic;
+    ``num_warps``: default 4/8/16 by row block (both for notes/probe_rms_bwd.py)."""
     n_rows, width = h2d.shape
     acc_dtype = torch.float64 if h2d.dtype == torch.float64 else torch.float32
     if n_rows == 0:
         return torch.zeros(width, device=h2d.device, dtype=weight.dtype)
     if h2d.is_cuda and h2d.device.index != current_device():  # Triton launches on the current GPU
         with torch.cuda.device(h2d.device):
-            return backward_fused(h2d, dy2d, dx2d, weight, eps, dh2d, programs)
+            return backward_fused(h2d, dy2d, dx2d, weight, eps, dh2d, programs, prefetch=prefetch, num_warps=num_warps)
     programs = min(n_rows, programs or FUSED_PROGRAMS_PER_SM * sm_count(h2d.device))
     part = torch.empty((programs, width), device=h2d.device, dtype=acc_dtype)
     block = next_power_of_2(width)
-    warps = 4 if block <= 1024 else 8 if block <= 4096 else 16
+    warps = num_warps or (4 if block <= 1024 else 8 if block <= 4096 else 16)
     dh = h2d if dh2d is None else dh2d
     index = h2d.device.index if h2d.is_cuda else -1
     key = (index, *[(t.dtype, t.data_ptr() % 16 == 0) for t in (h2d, dy2d, dh, weight, dx2d, part)])
@@ -191,7 +220,7 @@ def backward_fused(
     _BWD_FUSED.launch(
         key, index, (programs, 1, 1),
         (h2d, dy2d, dh, weight, dx2d, part, n_rows, h2d.stride(0), dy2d.stride(0), dh.stride(0), dx2d.stride(0)),
-        (width, block, float(eps), dh2d is not None, acc), warps,
+        (width, block, float(eps), dh2d is not None, acc, prefetch), warps,
     )  # fmt: skip
     return column_sum(part, out_dtype=weight.dtype)
 

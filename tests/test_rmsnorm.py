@@ -293,19 +293,21 @@ def test_weight_gradient_is_bitwise_reproducible(dtype) -> None:
 FUSED_CASES = [((1, 1), 1), ((7, 33), None), ((9, 300), 4), ((3, 4, 129), 5), ((2, 4097), None), ((6, 1000), 6)]
 
 
+@pytest.mark.parametrize("prefetch", [False, True], ids=["load", "prefetch"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
 @pytest.mark.parametrize(("shape", "programs"), FUSED_CASES, ids=str)
-def test_fused_backward_matches_float64(shape, programs, residual, dtype) -> None:
+def test_fused_backward_matches_float64(shape, programs, residual, dtype, prefetch) -> None:
     """dx and dw from the persistent pass, with fewer programs than rows (each walks
-    several rows: the stride of the row loop) and one per row, in poisoned outputs."""
+    several rows: the stride of the row loop) and one per row, in poisoned outputs; with the
+    next row's loads issued early (``prefetch``: the last program's prefetch runs past the rows)."""
     width, eps = shape[-1], 1e-6
     h = randn(shape, dtype, ("fh", shape)).reshape(-1, width)
     dy = randn(shape, dtype, ("fdy", shape), scale=1.0).reshape(-1, width)
     dh = randn(shape, dtype, ("fdh", shape), scale=1.0).reshape(-1, width) if residual else None
     w = randn((width,), dtype, ("fw", shape), scale=0.5, shift=1.0)
     dx = torch.full_like(h, OUT_POISON)
-    dw = rmsnorm.backward_fused(h, dy, dx, w, eps, dh, programs)
+    dw = rmsnorm.backward_fused(h, dy, dx, w, eps, dh, programs, prefetch=prefetch)
     assert not (dx == OUT_POISON).any(), "an element of dx was never written"
     dx_ref, dw_ref = reference_grads(h, w, eps, dy, dh)
     assert_dx_close(dx, dx_ref, h, w, eps, dy, dtype, dh)
