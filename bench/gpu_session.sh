@@ -21,7 +21,8 @@
 # which lives as long as the machine; installed once the last part is there): either the raw halves
 # ../shared/device/quack-prepare.sh writes, or those repacked by bench/quack_xz.sh so that each fits a
 # call beside the working tree.  Stage "gpu-tests" runs every GPU test file in parallel processes
-# (pytest-xdist: Triton compiles on the CPU, and these check results, not times).  LAB_TESTS_K=expr limits the tests.
+# (pytest-xdist: Triton compiles on the CPU, and these check results, not times).  LAB_TESTS_K=expr limits the tests,
+# LAB_TESTS_FILES="tests/a.py tests/b.py" the files.
 set -u -o pipefail
 stages=$1; commit=$2; dirty=$3
 out=${OUT:-/tmp/out}; mkdir -p "$out/runs"
@@ -64,9 +65,10 @@ for s in "${list[@]}"; do
     tests) timeout ${LAB_TESTS_S:-240} python3 -m pytest -m gpu -q --no-header -p no:cacheprovider ${LAB_TESTS_K:+-k "$LAB_TESTS_K"} \
              tests/test_softmax_gpu.py tests/test_rmsnorm_gpu.py 2>&1 | tee "$out/gpu-tests.log" | tail -25 ;;
     gpu-tests) timeout ${LAB_TESTS_S:-300} python3 -m pytest -m gpu -q --no-header -p no:cacheprovider -n ${LAB_TESTS_N:-6} \
-             ${LAB_TESTS_K:+-k "$LAB_TESTS_K"} tests/test_softmax_gpu.py tests/test_rmsnorm_gpu.py tests/test_matmul_gpu.py \
-             tests/test_cross_entropy_gpu.py tests/test_linear_cross_entropy_gpu.py tests/test_specialization.py \
-             tests/test_rope_gpu.py tests/test_swiglu_gpu.py tests/test_bias_gelu_dropout_gpu.py 2>&1 | tee "$out/gpu-tests.log" | tail -40 ;;
+             ${LAB_TESTS_K:+-k "$LAB_TESTS_K"} ${LAB_TESTS_FILES:-tests/test_softmax_gpu.py tests/test_rmsnorm_gpu.py \
+             tests/test_matmul_gpu.py tests/test_cross_entropy_gpu.py tests/test_linear_cross_entropy_gpu.py \
+             tests/test_specialization.py tests/test_rope_gpu.py tests/test_swiglu_gpu.py \
+             tests/test_bias_gelu_dropout_gpu.py} 2>&1 | tee "$out/gpu-tests.log" | tail -40 ;;
     checks) for c in check_fused_gpu check_split_fast; do timeout 150 python3 notes/$c.py > "$out/$c.log" 2>&1; done ;;
     tests-new) timeout ${LAB_TESTS_S:-300} python3 -m pytest -m gpu -q --no-header -p no:cacheprovider \
              ${LAB_TESTS_K:+-k "$LAB_TESTS_K"} tests/test_matmul_gpu.py tests/test_cross_entropy_gpu.py \

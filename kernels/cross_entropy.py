@@ -44,7 +44,7 @@ import triton.language as tl
 from kernels._checks import check_device, check_float, check_plan, check_same_device, check_tensor, eager_path
 from kernels._launch import FastKernel, current_device
 from kernels._rowwise import COMPILED, RowCall, RowExtras, RowOp, exp, log, row_layout, run_rows, safe_shift
-from kernels.plans import SOFTMAX_POLICY, RowPlan, cdiv, next_power_of_2
+from kernels.plans import CROSS_ENTROPY_LOSS_POLICY, CROSS_ENTROPY_POLICY, RowPlan, cdiv, next_power_of_2
 
 # =============================================================================== arithmetic
 # Tiles are [R, B]: a = the logits x; c = the row base's column marker of the target (1 at the
@@ -142,11 +142,11 @@ LOSS_ONLY = RowOp("cross_entropy_loss", None, _accumulate, _combine, _no_apply, 
                   finish=_finish, m_init=float("-inf"), has_out=False, args=True)  # fmt: skip
 
 # =============================================================================== plans
-# Softmax's thresholds (the same row geometry: one max-sum pass, then a write of every
-# element): until the row-plan grid is run for cross-entropy.
-POLICY = SOFTMAX_POLICY
+# Thresholds and where they come from: kernels/plans.py (CROSS_ENTROPY_POLICY).
+POLICY = CROSS_ENTROPY_POLICY
+LOSS_POLICY = CROSS_ENTROPY_LOSS_POLICY
 _FORWARD_CALL = RowCall(FORWARD, POLICY)
-_LOSS_CALL = RowCall(LOSS_ONLY, POLICY)
+_LOSS_CALL = RowCall(LOSS_ONLY, LOSS_POLICY)
 
 
 def plan_for(x2d: torch.Tensor, force: str | None = None) -> tuple[RowPlan, int, int]:

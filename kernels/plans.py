@@ -7,7 +7,7 @@ builds without either.  :mod:`kernels._rowwise` launches the plans.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 PlanKind = Literal["block", "looped", "split"]
@@ -90,6 +90,8 @@ class RowPolicy:
     two) whose last step is full enough that the padding it walks is at most this share of
     the row.  Longer steps mean fewer passes of the loop's fixed costs, but a width just past
     a step (32769) would walk almost a whole empty step.
+    ``looped_warps`` (0: ``warps_for`` the step) and ``looped_stages``: the looped plan's warps
+    and software-pipelining depth.
     """
 
     max_block_bytes: int = 16 * 1024
@@ -105,6 +107,8 @@ class RowPolicy:
     wide_width: int = 98304
     chunk_waste: float = -1.0
     max_chunk: int = 32768
+    looped_warps: int = 0
+    looped_stages: int = 1
 
 
 def warps_for(block_elems: int) -> int:
@@ -175,7 +179,7 @@ def plan_rows(
         return RowPlan("block", whole, warps_for(whole * rows_per_program), rows_per_program)
     if kind == "looped":
         block = min(looped_chunk(width + pad, whole, policy), whole)
-        return RowPlan("looped", block, warps_for(block))
+        return RowPlan("looped", block, policy.looped_warps or warps_for(block), stages=policy.looped_stages)
     chunk = policy.narrow_split_chunk if width <= policy.narrow_split_width else policy.split_chunk
     block = min(chunk, whole)
     chunks, span = split_geometry(width + pad, chunk, block)
@@ -228,6 +232,17 @@ SOFTMAX_POLICY = RowPolicy(
 # faster than looping re-reads them (H200, 8192 x 32768 bf16: 389 µs as one block against
 # 527 µs looped in 8192 chunks; notes/2026-11-29-tune-plans-2545267.log).
 SOFTMAX_BACKWARD_POLICY = RowPolicy(max_block_bytes=64 * 1024, chunk=16384)
+
+# Cross-entropy's policies: softmax's geometry (one max-sum pass, then, for the step, a write
+# of every element) with the looped plan's own steps, from notes/probe_ce_plans.py at 2150860
+# (H200, bf16, device time, every input past the L2; logs in notes/2026-12-01-probes-2150860/).
+# Over 8192x128256, 4096x32000, 4096x262144 and 4096x50257, against softmax's policy:
+# - loss only (no gradient): 4096-element steps, 4 warps, 2 stages: 0.82x the time (geometric
+#   mean; 0.67x at 8192x128256, at worst 0.95x);
+# - loss and gradient in one pass: 4096-element steps, 8 warps, 1 stage: 0.93x (at worst 0.98x).
+# Shapes the probe did not time (16384 rows, V = 151936) are the next cross-entropy run's check.
+CROSS_ENTROPY_LOSS_POLICY = replace(SOFTMAX_POLICY, chunk=4096, chunk_waste=-1.0, looped_warps=4, looped_stages=2)
+CROSS_ENTROPY_POLICY = replace(SOFTMAX_POLICY, chunk=4096, chunk_waste=-1.0, looped_warps=8)
 
 # RMSNorm's policies: softmax's thresholds to start from (the same row geometry, a cheaper
 # statistic), until the row-plan grid is run for RMSNorm and fitted on its own (issue 8).

@@ -146,8 +146,12 @@ def _bwd_fused_kernel(
     # PREFETCH issues the next row's loads before this row's arithmetic, kept in their 16-bit
     # storage type (a few registers a thread): with two programs per SM (the registers allow no
     # more), a row's reductions and stores otherwise leave the SM with nothing in flight (Nsight
-    # Compute, 16384 x 4096 bf16 at 0173ca4: 3.2 TB/s, 25% occupancy).  Off until timed
-    # (notes/probe_rms_bwd.py).
+    # Compute, 16384 x 4096 bf16 at 0173ca4: 3.2 TB/s, 25% occupancy).  Timed at 2150860
+    # (notes/2026-12-01-probes-2150860/probe_rms_bwd.log, 1-4 programs per SM x 4/8/16 warps):
+    # no setting won everywhere.  16384 x 4096 stayed best as it is (183.5 us); 8192 x 5120 went
+    # from 160.2 to 132.7 us with prefetch at one program per SM, 4096 x 8192 from 144.1 to 116.1
+    # at one program per SM without it.  So it stays off, and the per-SM rule stays, until a
+    # run fits a rule per width.
     r = (tl.zeros([], tl.int64) + pid)[None]  # [1]: the row tiles are [1, BLOCK], as on the row base
     h_next, dy_next, dh_next = _bwd_fused_loads(h_ptr, dy_ptr, dh_ptr, r, rows, cols, inside, h_stride, dy_stride,
                                                 dh_stride, HAS_DH)  # fmt: skip

@@ -38,7 +38,7 @@ Launches: a program covers ``BLOCK`` elements; every program but the last covers
 block with no mask, so its loads and stores are 16-byte vectors; only the last program is
 masked.  Offsets are 64-bit (tensors past 2^31 elements index correctly); the element count
 is a runtime argument, so a new size never recompiles.  The grid is 1-D (axis 0 allows
-2^31 - 1 programs: 8.8e12 elements at ``DEFAULT_BLOCK``).  Launches go through
+2^31 - 1 programs: 2.2e12 elements at ``BACKWARD_BLOCK``).  Launches go through
 :class:`~kernels._launch.FastKernel` (Triton's own launch path costs tens of µs of host
 time a call), on the inputs' device.
 
@@ -56,7 +56,12 @@ from kernels._checks import check_device, check_float, check_same_device, check_
 from kernels._launch import FastKernel, current_device
 from kernels.plans import cdiv
 
-DEFAULT_BLOCK = 4096  # elements per program: 8 KB of bf16 per tensor, as vector_add's default
+# Elements per program.  From notes/probe_swiglu_blocks.py at 2150860 (H200, bf16, device time):
+# at 8192 x 14336 the forward took 164.5 us at 2048 (4.28 TB/s) and 165.1 at 4096; the backward
+# (5 passes) 276.6 us at 1024 (4.25 TB/s) against 309.9 at 4096 and 353.5 at 8192, the same
+# order at 4096 x 11008 (107.8 against 122.1).
+DEFAULT_BLOCK = 2048
+BACKWARD_BLOCK = 1024
 VECTOR_BYTES = 16  # the alignment Triton specializes pointers on (part of the launch key)
 
 
@@ -171,13 +176,13 @@ def swiglu_backward_flat(
     up: torch.Tensor,
     dgate: torch.Tensor | None,
     dup: torch.Tensor | None,
-    block: int = DEFAULT_BLOCK,
+    block: int = BACKWARD_BLOCK,
 ) -> None:
     """One launch: ``dgate = dy * up * sig * (1 + gate * (1 - sig))`` and ``dup = dy *
     silu(gate)`` (``sig = sigmoid(gate)``) into the given outputs; ``None`` for a gradient not
     wanted (its store is compiled out; without ``dgate``, ``up`` is not read).  Contiguous
     tensors of one element count and dtype on one device."""
-    if block != DEFAULT_BLOCK:
+    if block != BACKWARD_BLOCK:
         _check_block(block)
     n = gate.numel()
     if n == 0 or (dgate is None and dup is None):

@@ -78,11 +78,12 @@ def test_cached_launch_matches_tritons_own_on_aligned_and_misaligned_views(offse
     for _ in range(2):  # the second call takes the cached path
         swiglu_flat(gate, up, y_fast)
         swiglu_backward_flat(dy, gate, up, dg_fast, du_fast)
-    block = sw.DEFAULT_BLOCK
-    grid = (-(-n // block), 1, 1)
+    block, bblock = sw.DEFAULT_BLOCK, sw.BACKWARD_BLOCK
     y_slow, dg_slow, du_slow = (torch.empty_like(y_fast) for _ in range(3))
-    sw._FORWARD.launch_uncached(grid, (gate, up, y_slow, n), (block,), sw._warps(block))
-    sw._BACKWARD.launch_uncached(grid, (dy, gate, up, dg_slow, du_slow, n), (block, True, True), sw._warps(block))
+    sw._FORWARD.launch_uncached((-(-n // block), 1, 1), (gate, up, y_slow, n), (block,), sw._warps(block))
+    sw._BACKWARD.launch_uncached(
+        (-(-n // bblock), 1, 1), (dy, gate, up, dg_slow, du_slow, n), (bblock, True, True), sw._warps(bblock)
+    )
     assert torch.equal(y_fast, y_slow) and torch.equal(dg_fast, dg_slow) and torch.equal(du_fast, du_slow)
     y_ref, dg_ref, du_ref = reference(gate, up, dy)
     assert_close(y_fast, y_ref, torch.bfloat16, "y")
