@@ -174,6 +174,7 @@ def rope_into(
     q_out: torch.Tensor | None,
     k_out: torch.Tensor | None,
     backward: bool = False,
+    num_warps: int | None = None,
 ) -> None:
     """Write the rotation of ``q`` into ``q_out`` and of ``k`` into ``k_out`` (the adjoint
     with ``backward``: ``q``, ``k`` are then the outputs' gradients), in one launch.
@@ -182,7 +183,8 @@ def rope_into(
     contiguous last dimension (the caller copies otherwise; outputs must not overlap their
     inputs).  Either pair may be ``None`` (not computed), not both.  Tables as in
     :func:`apply_rotary_pos_emb`, last dimension contiguous.  No argument checks: the
-    public functional makes them."""
+    public functional makes them.  ``num_warps``: override the tiles' default (for
+    notes/probe_rope.py)."""
     ref = q if q is not None else k
     assert ref is not None
     batch, hq, seq, width = ref.shape
@@ -194,7 +196,7 @@ def rope_into(
         raise ValueError(f"{FN}: {batch} x {seq} (batch, position) rows exceed the grid's {MAX_GRID_X}")
     if ref.is_cuda and ref.device.index != current_device():  # Triton launches on the current GPU
         with torch.cuda.device(ref.device):
-            rope_into(q, k, cos, sin, q_out, k_out, backward)
+            rope_into(q, k, cos, sin, q_out, k_out, backward, num_warps)
         return
     # An absent pair runs no head (its count is 0); the other's tensors stand in for its
     # pointers and strides, so the key and the compiled kernel stay those of present ones.
@@ -231,7 +233,7 @@ def rope_into(
         key, index, (rows, 1, 1),
         (q, k, cos, sin, q_out, k_out, seq, hq, hk, qs[0], qs[1], qs[2], ks[0], ks[1], ks[2],
          qos[0], qos[1], qos[2], kos[0], kos[1], kos[2], cs[0], cs[1], ss[0], ss[1]),
-        (half, block_hq, block_hk, block_d, vec, backward, acc), warps,
+        (half, block_hq, block_hk, block_d, vec, backward, acc), num_warps or warps,
     )  # fmt: skip
 
 
@@ -239,9 +241,11 @@ def rope_into(
 
 
 def _new_like(x: torch.Tensor) -> torch.Tensor:
-    # A fresh contiguous [B, H, T, D] tensor of x's shape and dtype (empty_like: half of
-    # empty's host time).
-    return torch.empty_like(x, memory_format=torch.contiguous_format)
+    # A fresh tensor of x's shape, dtype and memory layout (contiguous when x is not dense):
+    # as torch's elementwise ops lay out their results.  For the usual q, a [B, H, T, D] view
+    # of a [B, T, H, D] projection, a program's writes then land in one contiguous run of
+    # Hq * D elements, as its reads do, instead of Hq runs of D that are T * D apart.
+    return torch.empty_like(x)
 
 
 def _forward(

@@ -114,8 +114,9 @@ def test_the_dropout_check_rejects_a_broken_mask() -> None:
 
 
 def test_the_dropout_check_passes_kept_elements_that_are_exact_zeros() -> None:
-    # x + bias == 0 exactly (GELU(0) = 0, gradient 1/2) and z far below -5 (torch's tanh form
-    # rounds to 0 there): kept elements whose output is 0 are not drops.
+    # x + bias == 0 exactly (GELU(0) = 0, gradient 1/2), z far below -5 (torch's tanh form
+    # rounds to 0 there) and an upstream gradient of exactly 0 (CUDA's randn draws some):
+    # kept elements whose output or gradient is 0 are not drops.
     from bench.harness import compare
     from bench.studies.bias_gelu_dropout import STUDY
 
@@ -124,6 +125,7 @@ def test_the_dropout_check_passes_kept_elements_that_are_exact_zeros() -> None:
     with torch.no_grad():
         inputs["x"][:, :20] = -inputs["bias"][:20]  # exact cancellation in 20 of 129 columns
         inputs["x"][:, 20:40] = -40.0  # saturated
+        inputs["dy"][:, 40:60] = 0.0  # kept elements get a 0 gradient here
     for name in ("triton", "torch"):
         (variant,) = [v for v in STUDY.variants(case) if v.name == name]
         outs = variant.build(case)(inputs)
