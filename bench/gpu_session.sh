@@ -9,7 +9,7 @@
 # rmsnorm / rmsnorm-quick, rowsum / rowsum-quick (row sum and vector add), grid / grid-quick (row-plan
 # grid: softmax's and RMSNorm's cells; grid-rmsnorm: RMSNorm's alone), dispatch / dispatch-quick,
 # specialization / specialization-quick (LAB_SPEC_S), linear_cross_entropy / -quick (LAB_LCE_S),
-# pointwise / pointwise-quick (the RoPE, SwiGLU and bias + GELU + dropout studies, LAB_POINTWISE_S each),
+# pointwise / pointwise-quick (the RoPE, SwiGLU and bias + GELU + dropout studies, LAB_POINTWISE_S each; LAB_POINTWISE="rope swiglu" a subset),
 # probes (notes/probe_ce_plans.py, probe_rms_bwd.py, probe_swiglu_blocks.py, or LAB_PROBES="probe_rope ...": JSON lines), ncu (notes/ncu_session.sh), cross_entropy / cross_entropy-quick (LAB_CE_S its time
 # limit, LAB_CE_ONLY=text runs only the case ids holding it, e.g. "fwd+bwd/bf16": torch.compile compiles every
 # case afresh and each case records every variant's peak memory first, so a full sweep may take several calls),
@@ -88,7 +88,7 @@ for s in "${list[@]}"; do
     cross_entropy) bench ${LAB_CE_S:-570} cross_entropy ${LAB_CE_ONLY:+--only "$LAB_CE_ONLY"} ;;
     linear_cross_entropy) bench ${LAB_LCE_S:-300} linear_cross_entropy ;;
     linear_cross_entropy-quick) bench 150 linear_cross_entropy --quick ;;
-    pointwise) for st in rope swiglu bias_gelu_dropout; do bench ${LAB_POINTWISE_S:-170} $st; done ;;
+    pointwise) for st in ${LAB_POINTWISE:-rope swiglu bias_gelu_dropout}; do bench ${LAB_POINTWISE_S:-170} $st; done ;;
     pointwise-quick) for st in rope swiglu bias_gelu_dropout; do bench 90 $st --quick; done ;;
     matmul-quick) bench ${LAB_MATMUL_S:-420} matmul --quick ;;
     matmul) bench ${LAB_MATMUL_S:-570} matmul ${LAB_MATMUL_ONLY:+--only "$LAB_MATMUL_ONLY"} ;;
