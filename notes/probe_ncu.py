@@ -1,48 +1,76 @@
-"""Probe: the kernels behind three missed targets, run a few times each so that Nsight Compute
-can profile one launch (H200, bf16).  Exploration, not a study: the published numbers come
-from `python -m bench run ...`.
+"""Probe: the kernels behind missed targets, run a few times each so that Nsight Compute can
+profile launches (H200, bf16).  Each probe warms up (compiles; torch.compile autotunes) before
+``cudaProfilerStart``, so ``ncu --profile-from-start off`` sees only the timed calls.
+Exploration, not a study: the published numbers come from `python -m bench run ...`.
 
 * ``ce_loss``: cross-entropy loss only (no gradient), 8192 x 128256: 943 us in run
   cross_entropy-20261201T151117Z-f8c9bf2, reading at 2.2 TB/s where QuACK reads at 3.4.
 * ``ce_step``: the in-place training step's forward kernel at the same shape (loss and
   gradient in one launch).
+* ``ce_step_50257``: the training step at 8192 x 50257, 1.11x slower under cross-entropy's own
+  policy (run cross_entropy-20261201T224435Z-20f44fb) than under softmax's.
 * ``rms_bwd``: residual RMSNorm's fused backward at 16384 x 4096 (~180 us, ~2.2 TB/s).
+* ``rope`` / ``rope_compile``: RoPE's forward at T = 16384, 32 / 8 heads, head dim 128: ours
+  104 us, torch.compile's 85 in run rope-20261201T225422Z-b6cb1d3.
 
-    ncu --clock-control none -k regex:row_ --launch-skip 2 --launch-count 1 \
-        --section SpeedOfLight ... python3 notes/probe_ncu.py ce_loss
+    ncu --clock-control none --profile-from-start off --section SpeedOfLight ... \\
+        python3 notes/probe_ncu.py ce_loss
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 import torch
 
 import kernels
 
 
-def main(which: str) -> None:
-    torch.manual_seed(0)
+def _call(which: str) -> Callable[[], object]:
     dev = torch.device("cuda")
     if which.startswith("ce"):
-        x = (torch.randn(8192, 128256, device=dev) * 2).to(torch.bfloat16)
-        t = torch.randint(0, 128256, (8192,), device=dev)
-        for _ in range(4):
-            if which == "ce_loss":
-                with torch.no_grad():
-                    kernels.cross_entropy(x, t)
-            else:
-                xx = x.detach().requires_grad_()
-                kernels.cross_entropy(xx, t, inplace_backward=True)
-    elif which == "rms_bwd":
+        v = 50257 if which == "ce_step_50257" else 128256
+        x = (torch.randn(8192, v, device=dev) * 2).to(torch.bfloat16)
+        t = torch.randint(0, v, (8192,), device=dev)
+        if which == "ce_loss":
+            return lambda: kernels.cross_entropy(x, t)
+        if which == "ce_step_50257":
+            xg = x.requires_grad_()
+            return lambda: torch.autograd.grad(kernels.cross_entropy(xg, t), xg)
+        return lambda: kernels.cross_entropy(x.detach().requires_grad_(), t, inplace_backward=True)
+    if which == "rms_bwd":
         x = torch.randn(16384, 4096, device=dev, dtype=torch.bfloat16, requires_grad=True)
         r = torch.randn(16384, 4096, device=dev, dtype=torch.bfloat16, requires_grad=True)
         w = torch.randn(4096, device=dev, dtype=torch.bfloat16, requires_grad=True)
         dy, dh = torch.randn_like(x), torch.randn_like(x)
-        for _ in range(4):
-            y, h = kernels.rms_norm(x, (4096,), w, 1e-6, residual=r)
-            torch.autograd.grad((y, h), (x, r, w), (dy, dh))
-    torch.cuda.synchronize()
+        return lambda: torch.autograd.grad(kernels.rms_norm(x, (4096,), w, 1e-6, residual=r), (x, r, w), (dy, dh))
+    if which.startswith("rope"):
+        q = torch.randn(1, 16384, 32, 128, device=dev, dtype=torch.bfloat16).transpose(1, 2)
+        k = torch.randn(1, 16384, 8, 128, device=dev, dtype=torch.bfloat16).transpose(1, 2)
+        emb = torch.randn(1, 16384, 128, device=dev, dtype=torch.bfloat16)
+        cos, sin = emb.cos(), emb.sin()
+        if which == "rope":
+            return lambda: kernels.rope(q, k, cos, sin)
+        from bench.studies.rope import hf_rope
+
+        fn = torch.compile(hf_rope)
+        return lambda: fn(q, k, cos, sin)
+    raise SystemExit(f"unknown probe {which!r}")
+
+
+def main(which: str) -> None:
+    torch.manual_seed(0)
+    call = _call(which)
+    with torch.no_grad() if which in ("ce_loss", "rope", "rope_compile") else torch.enable_grad():
+        for _ in range(3):
+            call()
+        torch.cuda.synchronize()
+        torch.cuda.cudart().cudaProfilerStart()
+        for _ in range(2):
+            call()
+        torch.cuda.synchronize()
+        torch.cuda.cudart().cudaProfilerStop()
 
 
 if __name__ == "__main__":
