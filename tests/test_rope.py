@@ -104,10 +104,12 @@ def transposed(batch: int, heads: int, seq: int, width: int, dtype, key) -> torc
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-@pytest.mark.parametrize(("hq", "hk", "width"), [(3, 1, 6), (4, 2, 8), (5, 3, 2)], ids=str)
+@pytest.mark.parametrize(("hq", "hk", "width"), [(3, 1, 6), (4, 2, 8), (5, 3, 2), (8, 4, 1024), (6, 2, 1024)], ids=str)
 @pytest.mark.parametrize("backward", [False, True])
 def test_guard_regions_never_read_or_written(hq, hk, width, dtype, backward) -> None:
-    """Inputs and tables as views inside NaN buffers with gaps around every dimension, the
+    """(Unmasked tiles: 4 / 2 heads of 8, and 8 / 4 heads of 1024 in two and one tiles of 4
+    heads; masked: a half of 3 or 1, and 6 heads of 1024, whose second tile is half empty.)
+    Inputs and tables as views inside NaN buffers with gaps around every dimension, the
     outputs inside buffers of OUT_POISON: no NaN may reach an output (nothing read outside
     a view) and every output guard must keep its poison (nothing written outside a view).
     The views are [B, T, H, D] buffers transposed to [B, H, T, D], with misaligned rows.  First in the file: under the
@@ -473,7 +475,8 @@ INTS = ("T HQ HK q_sb q_sh q_st k_sb k_sh k_st qo_sb qo_sh qo_st ko_sb ko_sh ko_
 PTRS = ("q_ptr", "k_ptr", "cos_ptr", "sin_ptr", "qo_ptr", "ko_ptr")
 CASES = (("bf16", 8, False), ("bf16", 8, True), ("fp32", 4, False), ("bf16", 1, False))
 for dt, vec, bwd in CASES:  # a Llama head: D = 128, Hq = 32, Hk = 8
-    consts = {"HALF": 64, "BLOCK_HQ": 32, "BLOCK_HK": 8, "BLOCK_D": 64, "VEC": vec, "BACKWARD": bwd, "ACC": tl.float32}
+    consts = {"HALF": 64, "BLOCK_HQ": 32, "BLOCK_HK": 8, "BLOCK_D": 64, "VEC": vec, "BACKWARD": bwd, "ACC": tl.float32,
+              "EVEN": True}
     sig = {**{p: "*" + dt for p in PTRS}, **{n: "i64" for n in INTS}, **{k: "constexpr" for k in consts}}
     attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(PTRS))}
     src = ASTSource(fn=rope._rope_kernel, signature=sig, constexprs=consts, attrs=attrs)
