@@ -5,7 +5,8 @@ heads, as the registry writes them; the prose is ``templates/rope.md.j2``."""
 
 from __future__ import annotations
 
-from publish.studypage.pointwise import page
+from publish.results import CaseResult
+from publish.studypage.pointwise import OURS, page
 from publish.studypage.spec import Case
 
 # The longest sequence the bench runs (bench/studies/rope.py): Llama 3 8B's heads at T = 16384.
@@ -15,6 +16,24 @@ DRAM_BOUND = (
     Case("fwd+bwd", "bf16", 16384, 128, more=LONG),
 )
 
+
+def explain(c: CaseResult, peer: str) -> str | None:
+    """Why ours lost a resolved device-time case to torch.compile or Liger-Kernel."""
+    return "occupancy" if peer in ("compile", "liger") and c.get(OURS) is not None else None
+
+
+REASONS = {
+    "occupancy": (
+        "occupancy",
+        "We think it is occupancy, not traffic: one program of ours rotates all 40 heads of a position, and in "
+        "runs up to commit b6cb1d3 its tiles carried a mask per element; Nsight Compute found that kernel limited "
+        "by its registers to half of each SM's warps and well short of the DRAM's bandwidth, where torch.compile's "
+        "two lighter kernels (one for q, one for k) keep most warps resident (report: "
+        "notes/2026-12-01-ncu-6b751ea/ncu-rope.txt and ncu-rope_compile.txt in the repository). Later commits drop "
+        "the masks where the heads fill the tiles; a run will say whether that closes the gap.",
+    )
+}
+
 PAGE = page(
     "rope",
     "RoPE",
@@ -22,4 +41,6 @@ PAGE = page(
     "backward, against the model code's formula, torch.compile and Liger-Kernel",
     ("torch", "compile", "liger"),
     DRAM_BOUND,
+    explain=explain,
+    reasons=REASONS,
 )

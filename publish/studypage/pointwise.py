@@ -60,10 +60,13 @@ def page(
     *,
     extra: Callable[[StudyView], dict[str, Any]] | None = None,
     observations: tuple[Callable[[StudyView], list[Claim]], ...] = (),
+    explain: Callable[[CaseResult, str], str | None] | None = None,
+    reasons: dict[str, tuple[str, str]] | None = None,
 ) -> StudyPage:
     """A pointwise page.  ``dram_bound``: the cases (one per direction) the issue's target
     holds ours to ``torch.compile`` at, with cold L2; the first forward one is the decision
-    card's bandwidth evidence and the training step the speedup evidence."""
+    card's bandwidth evidence and the training step the speedup evidence.  ``explain`` and
+    ``reasons``: the page's own explanations of losses (as :class:`StudyPage` takes them)."""
     variants = (OURS, *peers)
     fwd = next((c for c in dram_bound if c.direction == "fwd"), dram_bound[0])
     step = next((c for c in dram_bound if c.direction == "fwd+bwd"), dram_bound[-1])
@@ -88,4 +91,6 @@ def page(
         evidence=(CopyShareAt(fwd), SpeedupsAt(step, peers)),
         observations=(*observations, eager_flips),
         extra=context,
+        explain=explain,
+        reasons=dict(reasons or {}),
     )
