@@ -16,7 +16,7 @@ from publish.numbers import Num, Source, definition
 from publish.results import CaseResult
 from publish.studypage.common import cases_evidence
 from publish.studypage.pointwise import OURS, page
-from publish.studypage.spec import DIRECTION_TITLES, Case, StudyView
+from publish.studypage.spec import DIRECTION_TITLES, Case, StudyView, explained_by
 from publish.tables import Column, Table, Text
 
 PEERS = ("torch", "compile")
@@ -101,13 +101,6 @@ def extra(view: StudyView) -> dict[str, Any]:
     return {"dropped": dropped_table(view), "level": LEVEL_NUM}
 
 
-def explain(c: CaseResult, peer: str) -> str | None:
-    """Why ours lost a resolved device-time training step to torch.compile."""
-    if peer == "compile" and c.params.get("direction") == "fwd+bwd" and c.get(OURS) is not None:
-        return "regenerated-mask"
-    return None
-
-
 REASONS = {
     "regenerated-mask": (
         "mask drawn twice",
@@ -129,6 +122,6 @@ PAGE = page(
     DRAM_BOUND,
     extra=extra,
     observations=(dropped_observations,),
-    explain=explain,
+    explain=explained_by("regenerated-mask", ("compile",), direction="fwd+bwd"),
     reasons=REASONS,
 )

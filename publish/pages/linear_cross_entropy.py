@@ -23,6 +23,7 @@ from publish.studypage.spec import (
     StudyPage,
     StudyView,
     Target,
+    explained_by,
 )
 from publish.tables import Table
 
@@ -44,11 +45,6 @@ def _quarter_of_unfused(c: CaseResult) -> float:
     if not isinstance(value, int) or isinstance(value, bool):
         return float("nan")
     return SHARE * value
-
-
-def explain(c: CaseResult, peer: str) -> str | None:
-    """Why ours lost a resolved device-time case to the unfused step or its compiled form."""
-    return "weight-gradient-passes" if peer in ("torch", "compile") and c.get(OURS) is not None else None
 
 
 REASONS = {
@@ -104,7 +100,7 @@ PAGE = StudyPage(
     targets=(Target("target-memory-quarter-8192x128256", MEMORY_TARGET, STEP, ("cold",)),),
     evidence=(SpeedupsAt(STEP, ("liger", "compile", "torch")),),
     observations=(eager_flips,),
-    explain=explain,
+    explain=explained_by("weight-gradient-passes", ("torch", "compile")),
     reasons=REASONS,
     extra=extra,
 )

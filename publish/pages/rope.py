@@ -5,9 +5,8 @@ heads, as the registry writes them; the prose is ``templates/rope.md.j2``."""
 
 from __future__ import annotations
 
-from publish.results import CaseResult
-from publish.studypage.pointwise import OURS, page
-from publish.studypage.spec import Case
+from publish.studypage.pointwise import page
+from publish.studypage.spec import Case, explained_by
 
 # The longest sequence the bench runs (bench/studies/rope.py): Llama 3 8B's heads at T = 16384.
 LONG = (("heads", 32), ("kv_heads", 8))
@@ -15,11 +14,6 @@ DRAM_BOUND = (
     Case("fwd", "bf16", 16384, 128, more=LONG),
     Case("fwd+bwd", "bf16", 16384, 128, more=LONG),
 )
-
-
-def explain(c: CaseResult, peer: str) -> str | None:
-    """Why ours lost a resolved device-time case to torch.compile or Liger-Kernel."""
-    return "occupancy" if peer in ("compile", "liger") and c.get(OURS) is not None else None
 
 
 REASONS = {
@@ -41,6 +35,6 @@ PAGE = page(
     "backward, against the model code's formula, torch.compile and Liger-Kernel",
     ("torch", "compile", "liger"),
     DRAM_BOUND,
-    explain=explain,
+    explain=explained_by("occupancy", ("compile", "liger")),
     reasons=REASONS,
 )

@@ -263,6 +263,22 @@ class Headline:
 
 # Why ours lost a case: (short label for the losses table, the explanation under it).
 Reason = tuple[str, str]
+
+
+def explained_by(
+    key: str, peers: tuple[str, ...], *, direction: str | None = None, ours: str = "triton"
+) -> Callable[[CaseResult, str], str | None]:
+    """A :class:`StudyPage` ``explain``: the reason ``key`` for every resolved loss of ours to
+    one of ``peers`` (only in ``direction``, when given), in a case ours ran."""
+
+    def explain(c: CaseResult, peer: str) -> str | None:
+        if peer not in peers or c.get(ours) is None:
+            return None
+        return key if direction is None or c.params.get("direction") == direction else None
+
+    return explain
+
+
 CLOSE = definition(3, "pct", "a loss this small is reported as 'near the same bound'")
 
 
