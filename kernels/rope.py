@@ -457,13 +457,15 @@ def apply_rotary_pos_emb(
             ``q``'s device.  The halves of ``D`` need not be equal (the general rotation
             ``out1 = x1 c1 - x2 s1``, ``out2 = x2 c2 + x1 s2`` is computed).
 
-    Returns: ``(q_rot, k_rot)``, new contiguous tensors of ``q``'s and ``k``'s shapes and
-    dtype, computed in float32 (float64 for float64 inputs) from the inputs and the tables
-    cast to it, and rounded once (HF's 16-bit eager formula rounds after each product; this
-    is the more accurate of the two).  Non-finite inputs give what the formula gives in
-    float arithmetic (``inf * 0`` is NaN).  Gradients flow to ``q`` and ``k`` (each only where
-    it is wanted); ``cos`` and ``sin`` receive none (tables of positions, like Liger-Kernel's
-    RoPE); the backward is not itself differentiable in eager mode.
+    Returns: ``(q_rot, k_rot)``, new tensors of ``q``'s and ``k``'s shapes, dtype and memory
+    layout (as torch's elementwise ops lay out results: a transposed ``[B, T, H, D]`` view in
+    gives one back; contiguous where the input is not dense), computed in float32 (float64
+    for float64 inputs) from the inputs and the tables cast to it, and rounded once (HF's
+    16-bit eager formula rounds after each product; this is the more accurate of the two).
+    Non-finite inputs give what the formula gives in float arithmetic (``inf * 0`` is NaN).
+    Gradients flow to ``q`` and ``k`` (each only where it is wanted); ``cos`` and ``sin``
+    receive none (tables of positions, like Liger-Kernel's RoPE); the backward is not itself
+    differentiable in eager mode.
 
     Raises:
         TypeError: an argument is not a tensor; a dtype is not one of the above; ``k``'s dtype
