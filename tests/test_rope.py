@@ -104,11 +104,14 @@ def transposed(batch: int, heads: int, seq: int, width: int, dtype, key) -> torc
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-@pytest.mark.parametrize(("hq", "hk", "width"), [(3, 1, 6), (4, 2, 8), (5, 3, 2), (8, 4, 1024), (6, 2, 1024)], ids=str)
+@pytest.mark.parametrize(
+    ("hq", "hk", "width"), [(3, 1, 6), (4, 2, 8), (5, 3, 2), (8, 4, 1024), (6, 2, 1024), (4, 3, 8)], ids=str
+)
 @pytest.mark.parametrize("backward", [False, True])
 def test_guard_regions_never_read_or_written(hq, hk, width, dtype, backward) -> None:
     """(Unmasked tiles: 4 / 2 heads of 8, and 8 / 4 heads of 1024 in two and one tiles of 4
-    heads; masked: a half of 3 or 1, and 6 heads of 1024, whose second tile is half empty.)
+    heads; masked: a half of 3 or 1, 6 heads of 1024, whose second tile is half empty, and q's
+    tiles full but k's not, 4 / 3 heads.)
     Inputs and tables as views inside NaN buffers with gaps around every dimension, the
     outputs inside buffers of OUT_POISON: no NaN may reach an output (nothing read outside
     a view) and every output guard must keep its poison (nothing written outside a view).
