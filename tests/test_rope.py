@@ -476,16 +476,17 @@ from triton.compiler import ASTSource
 rope = importlib.import_module("kernels.rope")  # the module (kernels.rope is the function)
 INTS = ("T HQ HK q_sb q_sh q_st k_sb k_sh k_st qo_sb qo_sh qo_st ko_sb ko_sh ko_st c_sb c_st s_sb s_st").split()
 PTRS = ("q_ptr", "k_ptr", "cos_ptr", "sin_ptr", "qo_ptr", "ko_ptr")
-CASES = (("bf16", 8, False), ("bf16", 8, True), ("fp32", 4, False), ("bf16", 1, False))
-for dt, vec, bwd in CASES:  # a Llama head: D = 128, Hq = 32, Hk = 8
+CASES = (("bf16", 8, False, True), ("bf16", 8, True, True), ("fp32", 4, False, True), ("bf16", 1, False, True),
+         ("bf16", 8, False, False), ("bf16", 1, False, False))
+for dt, vec, bwd, even in CASES:  # a Llama head: D = 128, Hq = 32, Hk = 8; masked tiles (even False) too
     consts = {"HALF": 64, "BLOCK_HQ": 32, "BLOCK_HK": 8, "BLOCK_D": 64, "VEC": vec, "BACKWARD": bwd, "ACC": tl.float32,
-              "EVEN": True}
+              "EVEN": even}
     sig = {**{p: "*" + dt for p in PTRS}, **{n: "i64" for n in INTS}, **{k: "constexpr" for k in consts}}
     attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(PTRS))}
     src = ASTSource(fn=rope._rope_kernel, signature=sig, constexprs=consts, attrs=attrs)
     ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8}).asm["ptx"]
     ops = Counter(re.findall(r"\b((?:ld|st)\.global[\w.:]*)", ptx))
-    print(json.dumps({"dtype": dt, "vec": vec, "backward": bwd, "ops": ops}))
+    print(json.dumps({"dtype": dt, "vec": vec, "backward": bwd, "even": even, "ops": ops}))
 """
 
 
@@ -493,8 +494,8 @@ def test_compiled_kernel_moves_q_and_k_in_wide_vectors() -> None:
     """On sm_90 PTX (compiled here, no GPU needed): with the strides' divisibility hint the
     [32, 64] q tiles of a D = 128 head load and store as 16-byte vectors and nothing goes
     element by element; without the hint (VEC = 1, strides not multiples of 8) every bf16
-    element is its own 2-byte access.  Also proves the kernel compiles, which the
-    interpreter never checks."""
+    element is its own 2-byte access; both with unmasked tiles and with masked ones.  Also
+    proves the kernel compiles, which the interpreter never checks."""
     import json
     import subprocess
     import sys
@@ -504,7 +505,7 @@ def test_compiled_kernel_moves_q_and_k_in_wide_vectors() -> None:
     done = subprocess.run([sys.executable, "-c", CODEGEN_PROBE, root], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     reports = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    assert len(reports) == 4
+    assert len(reports) == 6
     for r in reports:
         ops = r["ops"]
         wide = sum(n for op, n in ops.items() if ".v4." in op)
