@@ -203,38 +203,122 @@ def forward_rows(
     return call(x2d, None, out, plan, extras)  # type: ignore[arg-type]
 
 
+# The rows' bookkeeping (which are ignored, which targets are out of range, the scale of the
+# gradient, the reduction) runs in two small kernels of our own around the row kernel: as
+# torch ops it was about 17 launches of a few µs of host time each (target masks, wheres,
+# sums, casts), several times the row kernel's own host cost.  The reduction sums in one
+# program in a fixed order: the same bits every call.
+
+_SMALL_BLOCK = 1024  # rows a program of the two bookkeeping kernels handles at a time
+_NONE, _SUM, _MEAN = 0, 1, 2
+
+
+@triton.jit
+def _row_state(t_ptr, i, n_rows, ignore_index, width):
+    """(valid, bad) for rows ``i``: not ignored; not ignored and out of ``[0, width)``."""
+    t = tl.load(t_ptr + i, mask=i < n_rows, other=ignore_index)
+    valid = t != ignore_index
+    return valid, valid & ((t < 0) | (t >= width))
+
+
+@triton.jit(do_not_specialize=["n_rows", "ignore_index", "width"])
+def _row_scale_kernel(t_ptr, scale_ptr, n_rows: tl.int64, ignore_index: tl.int64, width: tl.int64,
+                      MEAN: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
+    # One program: count the rows not ignored, then write each row's gradient scale: 0 for an
+    # ignored row, NaN for a target out of range, else 1 (1 / count for mean).  Reads N
+    # targets twice and writes N scales: nothing next to the [N, V] pass.
+    offs = tl.arange(0, BLOCK).to(tl.int64)
+    one = tl.full([], 1.0, scale_ptr.dtype.element_ty)
+    inv = one
+    if MEAN:
+        count = tl.zeros([BLOCK], tl.int64)
+        for start in range(0, n_rows, BLOCK):
+            valid, _ = _row_state(t_ptr, start + offs, n_rows, ignore_index, width)
+            count += valid.to(tl.int64)
+        inv = one / tl.maximum(tl.sum(count, axis=0), 1).to(scale_ptr.dtype.element_ty)
+    for start in range(0, n_rows, BLOCK):
+        i = start + offs
+        valid, bad = _row_state(t_ptr, i, n_rows, ignore_index, width)
+        w = tl.where(bad, float("nan"), tl.where(valid, inv, 0.0))
+        tl.store(scale_ptr + i, w.to(scale_ptr.dtype.element_ty), mask=i < n_rows)
+
+
+@triton.jit(do_not_specialize=["n_rows", "ignore_index", "width"])
+def _reduce_kernel(loss_ptr, t_ptr, out_ptr, n_rows: tl.int64, ignore_index: tl.int64, width: tl.int64,
+                   REDUCTION: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
+    # A row's loss: 0 where ignored (whatever its logits held, as torch), NaN where its target
+    # is out of range, else the row kernel's.  "none": one program per BLOCK rows writes them
+    # in the output dtype; "sum" / "mean": one program adds them in a fixed order (and for
+    # mean divides by the rows not ignored: 0 / 0 = NaN when every row is, as torch).
+    offs = tl.arange(0, BLOCK).to(tl.int64)
+    if REDUCTION == 0:
+        i = tl.program_id(0).to(tl.int64) * BLOCK + offs
+        valid, bad = _row_state(t_ptr, i, n_rows, ignore_index, width)
+        v = tl.load(loss_ptr + i, mask=valid, other=0.0)  # an ignored row's loss is never read: 0
+        v = tl.where(bad, float("nan"), v)
+        tl.store(out_ptr + i, v.to(out_ptr.dtype.element_ty), mask=i < n_rows)
+    else:
+        total = tl.zeros([BLOCK], loss_ptr.dtype.element_ty)
+        count = tl.zeros([BLOCK], tl.int64)
+        for start in range(0, n_rows, BLOCK):
+            i = start + offs
+            valid, bad = _row_state(t_ptr, i, n_rows, ignore_index, width)
+            v = tl.load(loss_ptr + i, mask=valid, other=0.0)
+            total += tl.where(bad, float("nan"), v)
+            count += valid.to(tl.int64)
+        result = tl.sum(total, axis=0)
+        if REDUCTION == 2:
+            result = result / tl.sum(count, axis=0).to(loss_ptr.dtype.element_ty)
+        tl.store(out_ptr, result.to(out_ptr.dtype.element_ty))
+
+
+_ROW_SCALE = FastKernel(_row_scale_kernel)
+_REDUCE = FastKernel(_reduce_kernel)
+
+
+def _bookkeeping(kernel: FastKernel, grid: int, tensors: tuple[torch.Tensor, ...], n_rows: int,
+                 ignore_index: int, width: int, mode: int) -> None:  # fmt: skip
+    ref = tensors[0]
+    if ref.is_cuda and ref.device.index != current_device():  # Triton launches on the current GPU
+        with torch.cuda.device(ref.device):
+            return _bookkeeping(kernel, grid, tensors, n_rows, ignore_index, width, mode)
+    index = ref.device.index if ref.is_cuda else -1
+    key = (index, *[(t.dtype, t.data_ptr() % 16 == 0) for t in tensors])
+    kernel.launch(key, index, (grid, 1, 1), (*tensors, n_rows, ignore_index, width), (mode, _SMALL_BLOCK), 4)
+    return None
+
+
 def _forward(
     x: torch.Tensor, target: torch.Tensor, ignore_index: int, reduction: str, label_smoothing: float,
     softcap: float | None, plan: str | None, want_grad: bool, grad_out: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:  # fmt: skip
     """(loss, grad) for 2-D logits ``x`` (last dimension contiguous) and 1-D targets; ``grad``
-    (``None`` unless ``want_grad``) is ``grad_out`` when given (``x`` itself: in place)."""
+    (``None`` unless ``want_grad``) is ``grad_out`` when given (``x`` itself: in place).
+
+    A target out of range (not ``ignore_index``) makes its row's loss and gradient NaN: torch
+    raises on the CPU and asserts on the GPU; a check here would cost a host sync per call."""
     n_rows, width = x.shape
     acc = torch.float64 if x.dtype == torch.float64 else torch.float32
-    valid = target != ignore_index
-    # A target out of range (not ignore_index) makes its row's loss and gradient NaN: torch
-    # raises on the CPU and asserts on the GPU; a check here would cost a host sync per call.
-    bad = valid & ((target < 0) | (target >= width))
+    if target.shape[0] > 1 and target.stride(0) != 1:
+        target = target.contiguous()  # the kernels read target[row] at a unit stride
     loss_rows = torch.empty(n_rows, device=x.device, dtype=acc)
     grad = None
     if want_grad:
         grad = torch.empty_like(x, memory_format=torch.contiguous_format) if grad_out is None else grad_out
-        scale = valid.to(acc)
-        if reduction == "mean":
-            scale = scale / valid.sum().clamp_min(1)
-        scale = torch.where(bad, torch.nan, scale)
+        scale = torch.empty(n_rows, device=x.device, dtype=acc)
+        _bookkeeping(_ROW_SCALE, 1, (target, scale), n_rows, ignore_index, width, int(reduction == "mean"))
         forward_rows(x, target, loss_rows, grad2d=grad, row_scale=scale, label_smoothing=label_smoothing,
                      softcap=softcap, plan=plan)  # fmt: skip
     else:
         forward_rows(x, target, loss_rows, label_smoothing=label_smoothing, softcap=softcap, plan=plan)
-    loss_rows = torch.where(valid, loss_rows, 0.0)  # an ignored row's loss is 0, NaN logits or not (torch)
-    loss_rows = torch.where(bad, torch.nan, loss_rows)
     if reduction == "none":
-        loss = loss_rows.to(x.dtype)
-    elif reduction == "sum":
-        loss = loss_rows.sum().to(x.dtype)
-    else:  # all rows ignored: 0 / 0 = NaN, as torch
-        loss = (loss_rows.sum() / valid.sum()).to(x.dtype)
+        loss = torch.empty(n_rows, device=x.device, dtype=x.dtype)
+        _bookkeeping(_REDUCE, cdiv(n_rows, _SMALL_BLOCK), (loss_rows, target, loss), n_rows, ignore_index, width,
+                     _NONE)  # fmt: skip
+    else:
+        loss = torch.empty((), device=x.device, dtype=x.dtype)
+        mode = _SUM if reduction == "sum" else _MEAN
+        _bookkeeping(_REDUCE, 1, (loss_rows, target, loss), n_rows, ignore_index, width, mode)
     return loss, grad
 
 

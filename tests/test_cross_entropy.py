@@ -7,6 +7,7 @@ parameters (the same numbers in every process)."""
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import pytest
@@ -19,6 +20,8 @@ import kernels
 from kernels import _checks
 from kernels._rowwise import RowPlan, row_layout
 from kernels.cross_entropy import _cross_entropy_op, forward_rows
+
+ce = importlib.import_module("kernels.cross_entropy")  # the module (kernels.cross_entropy is the function)
 
 # The loss and gradient tolerances are the shared per-dtype table's, except float32's absolute
 # bound: the row's log-sum-exp is carried as one number and rounded at its own magnitude at
@@ -319,6 +322,36 @@ def test_target_out_of_range_gives_nan_rows() -> None:
     loss.sum().backward()
     assert torch.isfinite(x.grad[0]).all() and torch.isnan(x.grad[1:]).all()
     assert torch.isnan(kernels.cross_entropy(x.detach(), t))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_row_bookkeeping_past_one_block_of_rows(reduction, monkeypatch) -> None:
+    """40 rows with the bookkeeping kernels taking 16 at a time (two full blocks and a ragged
+    one; 1024 in use): ignored rows with NaN logits add exactly 0, out-of-range targets give
+    NaN rows (and a NaN sum or mean), the rest match float64; the loss's bits repeat call
+    after call (one program adds the rows in a fixed order)."""
+    monkeypatch.setattr(ce, "_SMALL_BLOCK", 16)
+    n, v = 40, 33
+    x = logits((n, v), torch.float32, ("book", reduction))
+    t = targets(n, v, ("book", reduction), "some")
+    ignored = (t == -100).nonzero().flatten()
+    run_and_check(x, t, torch.float32, ("book", reduction), reduction=reduction)
+    first = kernels.cross_entropy(x, t, reduction=reduction)
+    assert torch.equal(first, kernels.cross_entropy(x, t, reduction=reduction))
+    x[ignored[::3]] = float("nan")  # an ignored row's logits never reach the loss
+    assert torch.equal(kernels.cross_entropy(x, t, reduction=reduction), first)
+    rows = [3, 20, n - 1]  # out of range, in the first, second and last block
+    bad = t.clone()
+    bad[rows] = torch.tensor([v, -7, v + 100])
+    loss = kernels.cross_entropy(x, bad, reduction=reduction)
+    if reduction == "none":
+        nan = torch.isnan(loss)
+        assert nan[rows].all() and int(nan.sum()) == 3, "NaN exactly at the out-of-range rows"
+        keep = torch.ones(n, dtype=torch.bool)
+        keep[rows] = False
+        assert torch.equal(loss[keep], first[keep])
+    else:
+        assert torch.isnan(loss)
 
 
 def test_empty_batch() -> None:
