@@ -56,6 +56,10 @@ class BuildReport:
     missed: list[tuple[str, Claim]] = field(default_factory=list)
     no_data: list[tuple[str, Claim]] = field(default_factory=list)  # targets whose case no run in force measured
     notes: list[str] = field(default_factory=list)  # what pages report (e.g. the fitted row policy)
+    # What was built from: the data and the rendered pages, tables and downloads (for a caller
+    # that inspects the build, e.g. the tests, without rendering the site a second time).
+    data: SiteData | None = field(default=None, repr=False, compare=False)
+    rendered: Rendered | None = field(default=None, repr=False, compare=False)
 
     def lines(self) -> list[str]:
         out = [
@@ -410,6 +414,8 @@ def build(
         missed,
         no_data,
         data_notes(data) + [line for p in pages() if p.report is not None for line in p.report(data)],
+        data,
+        result,
     )
 
 

@@ -24,3 +24,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def stored_site(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """The site of the stored runs, built once for the whole session by ``build()`` and served
+    on localhost (see :class:`sitekit.StoredSite`).  Read it, never write to it: a test that
+    changes a site copies it first."""
+    from sitekit import ROOT, StoredSite, served
+
+    from publish.site import build
+
+    site = tmp_path_factory.mktemp("stored") / "site"
+    site.mkdir()
+    with served(site) as url:
+        report = build(ROOT, site, site_url=url + "/")  # as `python build.py --serve` does
+        yield StoredSite(site, url, report)

@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import csv
-import functools
-import http.server
 import io
 import os
 import re
 import shutil
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import synthruns
 import synthstudies
-from sitekit import ROOT
+from sitekit import served
 
 from publish.pages import pages, study_pages
 from publish.site import build
@@ -29,21 +26,9 @@ PAGES = [p.output.replace(".md", ".html") for p in pages()] + ["review.html"]
 LEFTOVERS = re.compile(r"\{\{|\}\}|\{%|%\}|object at 0x|Markup\(|Num\(|Text\(|Source\(|\bNone\b|\bnan\b|Undefined|[<>]")
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
-def base_url(tmp_path_factory) -> Iterator[str]:
-    site = tmp_path_factory.mktemp("browser") / "site"
-    site.mkdir()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
-    url = f"http://127.0.0.1:{server.server_address[1]}"
-    build(ROOT, site, site_url=url + "/")  # as `python build.py --serve` does
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield url
-    server.shutdown()
+def base_url(stored_site) -> str:
+    return stored_site.url
 
 
 @pytest.fixture(scope="module")
@@ -81,12 +66,9 @@ def synthetic_url(tmp_path_factory) -> Iterator[str]:
         synthruns.write(root, doc)
     site = tmp / "site"
     site.mkdir()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
-    url = f"http://127.0.0.1:{server.server_address[1]}"
-    build(root, site, site_url=url + "/")
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield url
-    server.shutdown()
+    with served(site) as url:
+        build(root, site, site_url=url + "/")
+        yield url
 
 
 @pytest.fixture(scope="module")

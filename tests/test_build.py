@@ -26,11 +26,9 @@ PAGES = [p.output for p in pages()] + ["review.md"]  # the registry, and the rev
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("site") / "site"
-    report = build(ROOT, out)
-    assert sorted(report.pages) == sorted(PAGES)
-    return out
+def built(stored_site) -> Path:
+    assert sorted(stored_site.report.pages) == sorted(PAGES)
+    return stored_site.path
 
 
 class Links(HTMLParser):
@@ -106,10 +104,13 @@ def test_softmax_page_states_targets_losses_and_decision(built) -> None:
 
 
 @pytest.fixture
-def scratch(tmp_path) -> tuple[Path, Path]:
-    root = scratch_root(tmp_path)
+def scratch(tmp_path, stored_site) -> tuple[Path, Path]:
+    """A project holding the stored softmax runs (the pages of the other studies have none),
+    and a previous site in ``out`` (the stored runs' site, marked) that a failed build must
+    leave as it was."""
+    root = scratch_root(tmp_path, studies=("softmax",))
     out = tmp_path / "site"
-    build(root, out)
+    shutil.copytree(stored_site.path, out)
     (out / "marker").write_text("previous build")
     return root, out
 
@@ -202,16 +203,16 @@ def test_run_file_strings_are_escaped(scratch) -> None:
     assert "&lt;script&gt;alert" in (out / "sources.html").read_text()
 
 
-def test_build_is_fast_and_reports_what_it_built(tmp_path) -> None:
-    report = build(ROOT, tmp_path / "site")
-    # A guard against a pathological build, not a benchmark: about 75 s on this 2-core machine
-    # on 2026-12-01 (the review record evaluates every earlier set of runs again, and the
-    # row-plan grid fits 1152 policies per grid run); 90 s, set when it took 20, began to fail.
+def test_build_is_fast_and_reports_what_it_built(stored_site) -> None:
+    report = stored_site.report
+    # A guard against a pathological build, not a benchmark: about 35 s on this 2-core machine
+    # on 2026-12-02 (the review record evaluates every earlier set of runs again, and the
+    # row-plan grid fits 1152 policies per grid run).
     assert report.seconds < 240
     lines = "\n".join(report.lines())
     assert f"built {len(PAGES)} pages" in lines and "softmax.md" in lines
     doc = json.loads(newest(ROOT).read_text())
-    assert doc["run_id"] in (tmp_path / "site" / "sources.html").read_text()
+    assert doc["run_id"] in (stored_site.path / "sources.html").read_text()
 
 
 # ----------------------------------------------------------------------------- claims and numbers

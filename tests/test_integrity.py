@@ -380,9 +380,8 @@ def test_a_strict_file_with_a_nan_literal_is_refused_naming_the_field(project) -
     assert "Infinity" in err.problem
 
 
-def test_every_download_of_the_stored_runs_is_strict_json(tmp_path) -> None:
-    out = tmp_path / "site"
-    build(ROOT, out)
+def test_every_download_of_the_stored_runs_is_strict_json(stored_site) -> None:
+    out = stored_site.path
     downloads = [*(out / "tables").glob("*.json"), *(out / "runs").rglob("*.json")]
     assert len(downloads) > 20
     for path in downloads:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import synthruns
-from sitekit import ROOT
 
 from publish.charts import SMALL, bars, dots
 from publish.numbers import Num, Source
@@ -22,10 +21,9 @@ PAGES = [p.output.replace(".md", ".html") for p in pages()]
 
 
 @pytest.fixture(scope="module")
-def sites(tmp_path_factory) -> list[Path]:
+def sites(tmp_path_factory, stored_site) -> list[Path]:
     """The site from the stored runs, and one from synthetic runs of every study."""
-    real = tmp_path_factory.mktemp("real") / "site"
-    build(ROOT, real)
+    real = stored_site.path
     tmp = tmp_path_factory.mktemp("synthetic")
     root = synthruns.project(tmp)
     synthruns.write(root, synthruns.modelled_grid("rowgrid-20261201T000000Z-aaaaaaa", "2026-12-01T00:00:00Z"))

@@ -21,11 +21,8 @@ from publish.pages import nav
 from publish.site import (
     GENERATORS,
     BuildError,
-    _configured_site_url,
     _setting,
     build,
-    load_site_data,
-    render,
     stage_docs,
 )
 
@@ -39,15 +36,15 @@ LEFTOVERS = re.compile(r"\{\{|\}\}|\{%|%\}|object at 0x|Markup\(|Num\(|Text\(|So
 
 
 @pytest.fixture(scope="module")
-def sites(tmp_path_factory) -> dict[str, Path]:
-    """The stored runs' pages, rendered once and built by each generator as build() runs it
-    (build() itself with Zensical: the last test)."""
+def sites(tmp_path_factory, stored_site) -> dict[str, Path]:
+    """The stored runs' site as build() made it with MkDocs, and the same rendered pages
+    staged again and built by Zensical for the same address (build() itself with Zensical:
+    the last test)."""
     tmp = tmp_path_factory.mktemp("engines")
-    data = load_site_data(ROOT)
-    stage_docs(ROOT, render(ROOT, data, _configured_site_url(ROOT)), data.all_runs, tmp / "docs")
-    for engine, generate in GENERATORS.items():
-        generate(ROOT, tmp / "docs", tmp / engine, None)
-    return {engine: tmp / engine for engine in GENERATORS}
+    report = stored_site.report
+    stage_docs(ROOT, report.rendered, report.data.all_runs, tmp / "docs")
+    GENERATORS["zensical"](ROOT, tmp / "docs", tmp / "zensical", stored_site.url + "/")
+    return {"mkdocs": stored_site.path, "zensical": tmp / "zensical"}
 
 
 class Article(HTMLParser):
@@ -155,11 +152,11 @@ def test_the_nav_follows_the_registry(sites) -> None:
         assert nav_pages(sites["zensical"], page) == PAGES == nav_pages(sites["mkdocs"], page)
 
 
-def test_the_numbers_are_the_runs(sites) -> None:
+def test_the_numbers_are_the_runs(sites, stored_site) -> None:
     """The softmax page built by Zensical shows the medians of a stored run's cases, from
     the tidy frame, as numbers linked to that run, case and variant (the run whose cases the
     page shows most of)."""
-    current = [c.run for c in load_site_data(ROOT).studies["softmax"].cases.values()]
+    current = [c.run for c in stored_site.report.data.studies["softmax"].cases.values()]
     latest = max(current, key=lambda r: (current.count(r), r.started))
     df = load_run(latest.path)
     medians = df.query("statistic == 'median' and timer == 'cuda-graph' and variant == 'triton'")
