@@ -124,8 +124,9 @@ def warps_for(block_elems: int) -> int:
 def split_geometry(span_elems: int, chunk: int, block: int) -> tuple[int, int]:
     """(chunks, span) for ``span_elems`` (a row plus its alignment window) cut into programs
     of ``chunk`` elements walked in blocks of ``block``, with at most MAX_SPLIT_CHUNKS per
-    row: wider rows get longer chunks rather than more of them."""
-    span = max(1, chunk // block)
+    row: wider rows get longer chunks rather than more of them.  A row narrower than one
+    chunk is one chunk of the blocks it fills (no program walks blocks past the row's end)."""
+    span = max(1, min(chunk // block, cdiv(span_elems, block)))
     chunks = cdiv(span_elems, block * span)
     if chunks > MAX_SPLIT_CHUNKS:
         span = cdiv(cdiv(span_elems, block), MAX_SPLIT_CHUNKS)

@@ -207,17 +207,42 @@ def score(rule: str, policy: Any, run: Run, cells: Iterable[Cell]) -> Score:
     return Score(rule, policy, run, tuple(choose(policy, c, sms) for c in cells if c.best is not None))
 
 
-def candidates() -> list[Any]:
+@functools.cache
+def candidates() -> tuple[Any, ...]:
     """Every policy of the search grid, the other fields at their RowPolicy defaults."""
     RowPolicy = _plans().RowPolicy
     keys = list(GRID)
-    return [RowPolicy(**dict(zip(keys, values, strict=True))) for values in itertools.product(*GRID.values())]
+    return tuple(RowPolicy(**dict(zip(keys, values, strict=True))) for values in itertools.product(*GRID.values()))
 
 
 def _rank(s: Score) -> tuple[float, ...]:
     # Policies that choose a plan the grid did not time in some cell could look better than
     # they are; they rank after every policy scored on all cells.
     return (len(s.unmeasured), s.mean if s.mean is not None else float("inf"), s.over, s.p90 or 0.0)
+
+
+# (index in candidates(), rows, cols, SMs) -> the variant that policy picks: a fit asks for
+# 1152 policies x every cell's shape, and the review record fits every earlier set of runs
+# again (an int key hashes far faster than the policy itself).
+_GRID_PICKS: dict[tuple[int, int, int, int], str] = {}
+
+
+def _distinct_policies(shapes: list[tuple[int, int]], sms: int) -> dict[tuple[str, ...], Any]:
+    """The search grid's policies that pick differently on ``shapes``: each distinct tuple of
+    picks (one per shape) with the first policy in grid order that makes it."""
+    plan_rows = _plans().plan_rows
+    pads = [pad_for(rows, cols) for rows, cols in shapes]
+    out: dict[tuple[str, ...], Any] = {}
+    for i, policy in enumerate(candidates()):
+        picks = []
+        for (rows, cols), pad in zip(shapes, pads, strict=True):
+            key = (i, rows, cols, sms)
+            name = _GRID_PICKS.get(key)
+            if name is None:  # as _pick, without hashing the policy
+                name = _GRID_PICKS[key] = variant_for(plan_rows(rows, cols, ELEM_BYTES, sms, policy, None, pad))
+            picks.append(name)
+        out.setdefault(tuple(picks), policy)
+    return out
 
 
 def fit(run: Run, cells: list[Cell], rule: str = "fitted") -> Score | None:
@@ -228,15 +253,15 @@ def fit(run: Run, cells: list[Cell], rule: str = "fitted") -> Score | None:
         return None
     sms = sm_count(run)
     shapes = sorted({c.key for c in scored})
-    # The ranking of :func:`_rank`, computed from the picks alone: a fit ranks 1152 policies
-    # on every cell, and the review record fits every earlier set of runs again, so no
-    # Choice or Score is built but the winner's.
+    at = {key: k for k, key in enumerate(shapes)}
+    # The ranking of :func:`_rank`, computed from the picks alone, once for each distinct set
+    # of picks (policies that pick alike on every shape score alike; the first in grid order
+    # stands for them): no Choice or Score is built but the winner's.
     best_policy, best_rank = None, None
-    for policy in candidates():
-        picks = {key: _pick(policy, key[0], key[1], sms) for key in shapes}
+    for picks, policy in _distinct_policies(shapes, sms).items():
         regrets, unmeasured = [], 0
         for c in scored:
-            t = c.plans.get(picks[c.key])
+            t = c.plans.get(picks[at[c.key]])
             if t is None:
                 unmeasured += 1
             else:

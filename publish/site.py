@@ -131,6 +131,18 @@ def _context(page: Any, data: SiteData) -> dict[str, Any]:
         ) from exc
 
 
+def _claims(page: Any, data: SiteData) -> list[Claim]:
+    """A page's claims alone (:attr:`publish.pages.Page.claims`), failing as :func:`_context` does."""
+    try:
+        return list(page.claims(data))
+    except Exception as exc:
+        runs = ", ".join(r.source for r in data.runs) or "no runs"
+        raise BuildError(
+            f"{page.output}: the page's claims could not be computed from the runs in force ({runs}): "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+
+
 def history_claims(data: SiteData, current: list[tuple[str, Claim]]) -> Callable[[list[Run]], list[tuple[str, Claim]]]:
     """The claims of the pages on an earlier set of runs, for the review record: a study's
     page reads its own study's runs alone, so its claims are computed once for each set of
@@ -143,11 +155,11 @@ def history_claims(data: SiteData, current: list[tuple[str, Claim]]) -> Callable
         sub = SiteData(runs, shared_stats=data.stats)
         out: list[tuple[str, Claim]] = []
         for p in pages():
-            if not p.claims:
+            if p.claims is None:
                 continue
             key = (p.output, tuple(r.run_id for r in runs if p.study is None or r.study == p.study))
             if key not in done:
-                done[key] = list(_walk(_context(p, sub), Claim))
+                done[key] = _claims(p, sub)
             out += [(p.output, c) for c in done[key]]
         return _unique(out)
 
@@ -166,7 +178,7 @@ def render(root: Path, data: SiteData, site_url: str) -> Rendered:
     env = environment(root / "templates")
     runs_by_id = {r.run_id: r for r in data.all_runs}
     contexts = {p.output: _context(p, data) for p in pages()}
-    claims = _unique([(p.output, c) for p in pages() if p.claims for c in _walk(contexts[p.output], Claim)])
+    claims = _unique([(p.output, c) for p in pages() if p.claims is not None for c in _walk(contexts[p.output], Claim)])
     contradicted = [(page, c) for page, c in claims if c.kind == "observation" and not c.holds]
     # The last step of the history is the current set of runs, whose claims are already known.
     history = claim_history(data.runs, history_claims(data, claims))

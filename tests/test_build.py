@@ -551,3 +551,17 @@ def test_eager_target_reads_the_newest_full_run_only(tmp_path) -> None:
     html = (tmp_path / "site2" / "softmax.html").read_text()
     assert _claim_status(html, "target-eager-liger") == "missed"
     assert re.search(r"Not measured in \d+ cases", _text(html))
+
+
+def test_each_pages_claims_are_those_its_context_holds(stored_site) -> None:
+    """The review record evaluates a page's claims alone (Page.claims) on every earlier set of
+    runs; on the stored runs they are the claims the rendered page holds, in its order."""
+    report = stored_site.report
+    shown: dict[str, list[tuple[str, str, str]]] = {}
+    for page, c in report.rendered.claims:
+        shown.setdefault(page, []).append((c.id, c.status, str(c.text)))
+    pages_with_claims = [p for p in pages() if p.claims is not None]
+    assert len(pages_with_claims) == len(study_pages())
+    for p in pages_with_claims:
+        alone = list(dict.fromkeys((c.id, c.status, str(c.text)) for c in p.claims(report.data)))
+        assert alone == shown.get(p.output, []), p.output

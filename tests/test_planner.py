@@ -51,6 +51,14 @@ def test_split_geometry_lengthens_chunks_rather_than_multiplying_them() -> None:
     assert chunks <= MAX_SPLIT_CHUNKS and chunks * span * 4096 >= 4096 * 5000
 
 
+@pytest.mark.parametrize("width", [1, 100, 130, 1000, 1025, 2041])
+def test_a_forced_split_of_a_narrow_row_walks_no_block_past_it(width) -> None:
+    """A row narrower than one split chunk is one chunk of the blocks it fills: a span of
+    blocks past the row's end would be masked loads of nothing (and 8x the work at 130)."""
+    plan = plan_rows(4, width, 2, 132, POLICY, "split", pad=7)
+    assert plan.chunks == 1 and (plan.span - 1) * plan.block < width + 7 <= plan.span * plan.block
+
+
 def test_choice_depends_on_width_not_on_row_count_within_a_plan() -> None:
     blocks = {plan_rows(n, 4096, 2, 132, POLICY) for n in (1, 7, 1000)}
     assert len(blocks) == 1

@@ -9,7 +9,7 @@ The nav (:func:`nav`), Home, Stability, Compare and the tests all read this list
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -21,6 +21,7 @@ from publish.review import Withdrawal
 from publish.runs import Gpu, Run, reference_gpu
 
 if TYPE_CHECKING:
+    from publish.claims import Claim
     from publish.studypage.spec import StudyPage
 
 
@@ -77,12 +78,34 @@ class SiteData:
         return [r for r in self.in_force if r.run_id not in self.other_gpu]
 
     @cached_property
-    def studies(self) -> dict[str, StudyResults]:
-        return {name: StudyResults(name, self.runs, self.stats) for name in registry.names()}
+    def studies(self) -> Mapping[str, StudyResults]:
+        """Every registered study's results, each made when first read (the review record
+        evaluates one study's page at a time on earlier sets of runs)."""
+        return _Studies(self)
 
     @property
     def latest(self) -> Run | None:
         return self.runs[-1] if self.runs else None
+
+
+class _Studies(Mapping[str, StudyResults]):
+    def __init__(self, data: SiteData) -> None:
+        self._data = data
+        self._names = registry.names()
+        self._made: dict[str, StudyResults] = {}
+
+    def __getitem__(self, name: str) -> StudyResults:
+        if name not in self._made:
+            if name not in self._names:
+                raise KeyError(name)
+            self._made[name] = StudyResults(name, self._data.runs, self._data.stats)
+        return self._made[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
 
 
 @dataclass(frozen=True)
@@ -91,7 +114,9 @@ class Page:
     template: str
     context: Callable[[SiteData], dict[str, Any]]
     title: str  # in the nav
-    claims: bool = False  # evaluated again on earlier sets of runs for the review record
+    # The page's claims alone (as its context holds them), evaluated again on earlier sets of
+    # runs for the review record; None: a page that states no claims.
+    claims: Callable[[SiteData], list[Claim]] | None = None
     report: Callable[[SiteData], list[str]] | None = None  # extra lines for the build's report
     study: str | None = None  # a study's page reads that study's runs alone
 
@@ -109,14 +134,22 @@ def study_pages() -> list[StudyPage]:
 
 
 def _study(spec: StudyPage) -> Page:
-    """A study's page: its own context, or the comparison page its spec declares."""
-    from publish.studypage.page import context as comparison
+    """A study's page: its own context and claims, or the comparison page its spec declares."""
+    from publish.studypage import page
 
     def compare(data: SiteData) -> dict[str, Any]:
-        return comparison(spec, data.studies[spec.study])
+        return page.context(spec, data.studies[spec.study])
 
-    compute = spec.context if spec.context is not None else compare
-    return Page(spec.output, spec.template, compute, spec.title, claims=True, report=spec.report, study=spec.study)
+    def compared_claims(data: SiteData) -> list[Claim]:
+        return page.claims(spec, data.studies[spec.study])
+
+    if spec.context is not None:
+        if spec.claims is None:
+            raise TypeError(f"publish/pages/{spec.study}.py: a page with its own context declares its claims too")
+        compute, claims = spec.context, spec.claims
+    else:
+        compute, claims = compare, compared_claims
+    return Page(spec.output, spec.template, compute, spec.title, claims=claims, report=spec.report, study=spec.study)
 
 
 # Built last, from what the other pages report (publish.site); placed in the nav after Compare.

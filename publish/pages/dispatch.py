@@ -402,9 +402,19 @@ def context(data: SiteData) -> dict[str, Any]:
     }
 
 
+def claims(data: SiteData) -> list[Claim]:
+    """The page's claims as :func:`context` holds them: its targets, then its observations."""
+    results = data.studies["dispatch"]
+    run = results.runs[-1] if results.runs else None
+    cases = host_cases(results, run) if run is not None else []
+    chains = [c for m in MEASURES for c in chain_cases(results, run, m)] if run is not None else []
+    return targets(cases, run) + observations(cases, chains, run)
+
+
 PAGE = StudyPage(
     study="dispatch",
     title="Dispatch",
     summary="the host time of one eager call, piece by piece, and chains of calls eager, compiled and graph-replayed",
     context=context,
+    claims=claims,
 )

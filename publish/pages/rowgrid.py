@@ -496,6 +496,13 @@ def context(data: SiteData) -> dict[str, Any]:
     }
 
 
+def claims(data: SiteData) -> list[Claim]:
+    """The page's claims as :func:`context` holds them: its targets, then its observations."""
+    results: StudyResults = data.studies["rowgrid"]
+    a = analyse(results)
+    return targets(a) + observations(a) + [c for c in (one_rule(results),) if c is not None]
+
+
 def one_rule(results: StudyResults) -> Claim | None:
     """Issue 8: one rule for softmax and RMSNorm, or one per operator, whichever the held-out
     run supports.  Softmax's fitted policy and RMSNorm's own, each fitted on an older run, are
@@ -552,5 +559,6 @@ PAGE = StudyPage(
     ours=OURS,
     peers=PEERS,
     context=context,
+    claims=claims,
     report=report,
 )

@@ -23,6 +23,13 @@ def observations(view: StudyView) -> list[Claim]:
     return [claim for observe in view.spec.observations for claim in observe(view)]
 
 
+def claims(spec: StudyPage, results: StudyResults) -> list[Claim]:
+    """The page's claims as :func:`context` holds them (its targets, then its observations),
+    without its tables and charts: what the review record evaluates on earlier sets of runs."""
+    view = StudyView(spec, results)
+    return targets(view) + observations(view)
+
+
 def context(spec: StudyPage, results: StudyResults) -> dict[str, Any]:
     view = StudyView(spec, results)
     found = sections(view)

@@ -311,6 +311,9 @@ class StudyPage:
     headline: Headline | None = None
     extra: Callable[[StudyView], dict[str, Any]] | None = None  # study-specific context (its own tables)
     context: Callable[[SiteData], dict[str, Any]] | None = None  # a page that is not a comparison
+    # With ``context``: the page's claims (targets and observations) alone, as its context
+    # holds them; the review record evaluates them on every earlier set of runs.
+    claims: Callable[[SiteData], list[Claim]] | None = None
     report: Callable[[SiteData], list[str]] | None = None  # lines for the build's report
 
     @property
