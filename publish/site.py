@@ -121,24 +121,21 @@ def _unique(claims: list[tuple[str, Claim]]) -> list[tuple[str, Claim]]:
 def _context(page: Any, data: SiteData) -> dict[str, Any]:
     """A page's context; a failure the run-file checks did not foresee still ends as a
     "build failed" line naming the page and the runs it read, not as a traceback."""
-    try:
-        return page.context(data)
-    except Exception as exc:
-        runs = ", ".join(r.source for r in data.runs) or "no runs"
-        raise BuildError(
-            f"{page.output}: the page could not be computed from the runs in force ({runs}): "
-            f"{type(exc).__name__}: {exc}"
-        ) from exc
+    return _computed(page, data, "page", page.context)
 
 
 def _claims(page: Any, data: SiteData) -> list[Claim]:
     """A page's claims alone (:attr:`publish.pages.Page.claims`), failing as :func:`_context` does."""
+    return list(_computed(page, data, "page's claims", page.claims))
+
+
+def _computed(page: Any, data: SiteData, what: str, compute: Callable[[SiteData], Any]) -> Any:
     try:
-        return list(page.claims(data))
+        return compute(data)
     except Exception as exc:
         runs = ", ".join(r.source for r in data.runs) or "no runs"
         raise BuildError(
-            f"{page.output}: the page's claims could not be computed from the runs in force ({runs}): "
+            f"{page.output}: the {what} could not be computed from the runs in force ({runs}): "
             f"{type(exc).__name__}: {exc}"
         ) from exc
 
