@@ -212,6 +212,33 @@ def test_large_logits() -> None:
         assert (xx.grad.double() - want).abs().max() <= bound
 
 
+@pytest.mark.parametrize("plan", SMALL_PLANS, ids=lambda p: p.label)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_large_logits_across_tiles_and_chunks(plan, dtype) -> None:
+    """A logit of 1000 in the first column (every later tile and chunk is merged against it),
+    in the last (it arrives after the others), and a row of +-1e4: the merge of running
+    log-sum-exps must shift by the larger of the two, or exp overflows."""
+    x = logits((3, 1000), dtype, ("big", plan.label))
+    x[0, 0] = 1000.0
+    x[1, -1] = 1000.0
+    x[2] = logits((1, 1000), dtype, ("big2", plan.label), scale=1e4)[0]
+    t = torch.tensor([0, 5, 999])
+    loss_rows = torch.empty(3, dtype=torch.float32)
+    forward_rows(x, t, loss_rows, plan=plan)
+    ref, _ = reference(x, t, reduction="none")
+    assert torch.isfinite(loss_rows).all()
+    torch.testing.assert_close(loss_rows.double(), ref.detach(), rtol=1e-5, atol=1e-3)
+
+
+def test_an_ignore_index_above_some_targets_ignores_only_its_own() -> None:
+    """ignore_index = 3: targets 0, 1, 2 are classes like any other (a comparison by order, not
+    equality, would drop them too)."""
+    x = logits((8, 37), torch.float32, "ignore3")
+    t = torch.tensor([0, 3, 7, 1, 3, 2, 36, 0])
+    for reduction in ("mean", "sum", "none"):
+        run_and_check(x, t, torch.float32, ("ignore3", reduction), reduction=reduction, ignore_index=3)
+
+
 @pytest.mark.parametrize("label_smoothing", [0.0, 0.2])
 @pytest.mark.parametrize("softcap", [None, 5.0])
 def test_non_finite_logits_match_torch(label_smoothing, softcap) -> None:

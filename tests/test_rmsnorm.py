@@ -300,11 +300,13 @@ FUSED_CASES = [((1, 1), 1), ((7, 33), None), ((9, 300), 4), ((3, 4, 129), 5), ((
 def test_fused_backward_matches_float64(shape, programs, residual, dtype, prefetch) -> None:
     """dx and dw from the persistent pass, with fewer programs than rows (each walks
     several rows: the stride of the row loop) and one per row, in poisoned outputs; with the
-    next row's loads issued early (``prefetch``: the last program's prefetch runs past the rows)."""
+    next row's loads issued early (``prefetch``: the last program's prefetch runs past the rows).
+    The upstream gradients' rows lie 20 and 9 elements further apart than h's: each tensor is
+    read with its own row stride."""
     width, eps = shape[-1], 1e-6
     h = randn(shape, dtype, ("fh", shape)).reshape(-1, width)
-    dy = randn(shape, dtype, ("fdy", shape), scale=1.0).reshape(-1, width)
-    dh = randn(shape, dtype, ("fdh", shape), scale=1.0).reshape(-1, width) if residual else None
+    dy = _rows_apart(randn(shape, dtype, ("fdy", shape), scale=1.0).reshape(-1, width), 20)
+    dh = _rows_apart(randn(shape, dtype, ("fdh", shape), scale=1.0).reshape(-1, width), 9) if residual else None
     w = randn((width,), dtype, ("fw", shape), scale=0.5, shift=1.0)
     dx = torch.full_like(h, OUT_POISON)
     dw = rmsnorm.backward_fused(h, dy, dx, w, eps, dh, programs, prefetch=prefetch)
@@ -313,6 +315,13 @@ def test_fused_backward_matches_float64(shape, programs, residual, dtype, prefet
     assert_dx_close(dx, dx_ref, h, w, eps, dy, dtype, dh)
     assert dw.dtype == w.dtype and dw.shape == w.shape
     assert_close(dw, dw_ref, dtype, "dw")
+
+
+def _rows_apart(t: torch.Tensor, extra: int) -> torch.Tensor:
+    """``t``'s values in a view whose rows lie ``extra`` elements further apart (NaN between)."""
+    buf = torch.full((t.shape[0], t.shape[1] + extra), float("nan"), dtype=t.dtype)
+    buf[:, : t.shape[1]] = t
+    return buf[:, : t.shape[1]]
 
 
 @pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])

@@ -103,17 +103,40 @@ def test_every_element_written_and_no_guard_touched(plan, dtype, layout) -> None
     row layouts, written with every plan, forward and backward.  First in the file: a kernel
     that writes past its rows fails here, inside the guards, before a test with an exactly
     sized output lets it write past the allocation (an interpreter crash)."""
-    _, x, _ = guarded(6, 300, dtype, layout)
-    x.copy_(masked_rows(300, dtype))
-    buf, y, lead = guarded(6, 300, dtype, layout, OUT_POISON)
+    check_guarded(plan, dtype, layout, 300)
+
+
+# Row ends that width 300 never puts where they matter: (width, dtype, plan).
+EDGE_GEOMETRIES = [
+    # The looped plan's last full block: 127 % 64 = 63 is more than a block less one 16-byte
+    # group (64 - 4), so a loop bound that counted the window's lead in would read past the row.
+    (127, torch.float32, RowPlan("looped", block=64, num_warps=2)),
+    (127, torch.float32, RowPlan("split", block=64, num_warps=2, chunks=3)),
+    # The row's last partial group starts exactly on a chunk boundary (256 = 8 x 32): written by
+    # the chunk it starts, not skipped by both neighbours.
+    (260, torch.bfloat16, RowPlan("split", block=32, num_warps=1, chunks=9)),
+    (260, torch.bfloat16, RowPlan("looped", block=32, num_warps=1)),
+]
+
+
+@pytest.mark.parametrize(("width", "dtype", "plan"), EDGE_GEOMETRIES, ids=lambda v: str(getattr(v, "label", v)))
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_row_ends_at_block_and_chunk_edges(width, dtype, plan, layout) -> None:
+    check_guarded(plan, dtype, layout, width)
+
+
+def check_guarded(plan: RowPlan, dtype: torch.dtype, layout: str, width: int) -> None:
+    _, x, _ = guarded(6, width, dtype, layout)
+    x.copy_(masked_rows(width, dtype))
+    buf, y, lead = guarded(6, width, dtype, layout, OUT_POISON)
     assert row_layout((x, y))[1] == LAYOUTS[layout]
     forward_rows(x, y, plan)
     assert guards_intact(buf, y, lead), "the forward wrote outside its rows"
     assert torch.isfinite(y).all() and not (y == buf[0, 0]).any(), "an element of the output was never written"
     assert_close(y, reference(x), dtype, "y")
-    _, dy, _ = guarded(6, 300, dtype, layout)
-    dy.copy_(randn((6, 300), dtype, "gdy", scale=1.0))
-    dbuf, dx, lead = guarded(6, 300, dtype, layout, OUT_POISON)
+    _, dy, _ = guarded(6, width, dtype, layout)
+    dy.copy_(randn((6, width), dtype, "gdy", scale=1.0))
+    dbuf, dx, lead = guarded(6, width, dtype, layout, OUT_POISON)
     backward_rows(y, dy, dx, plan)
     assert guards_intact(dbuf, dx, lead), "the backward wrote outside its rows"
     assert torch.isfinite(dx).all() and not (dx == dbuf[0, 0]).any()
@@ -158,6 +181,18 @@ def test_large_logits_need_the_max_subtraction(plan, dtype) -> None:
     # exp(1000) overflows float32: only subtracting the row max keeps this finite.
     x = randn((5, 300), dtype, "large", shift=1000.0)
     y = kernels.softmax(x, plan=plan)
+    assert torch.isfinite(y).all()
+    assert_close(y, reference(x), dtype, "y")
+
+
+@pytest.mark.parametrize("plan", SMALL_PLANS, ids=lambda p: p.label)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_large_negative_logits_in_every_plan(plan, dtype) -> None:
+    """Every logit near -1000: a split plan's merge of per-chunk maxima must pad its unused
+    lanes with -inf, not 0 (exp(-1000 - 0) is 0 in every lane: 0 / 0)."""
+    x = randn((4, 300), dtype, "negative", shift=-1000.0)
+    y = torch.full_like(x, OUT_POISON)
+    forward_rows(x, y, plan)
     assert torch.isfinite(y).all()
     assert_close(y, reference(x), dtype, "y")
 
@@ -230,6 +265,23 @@ def test_strided_and_misaligned_rows_are_read_in_place(plan, offset) -> None:
     y = kernels.softmax(x, plan=plan)
     assert y.is_contiguous()
     assert_close(y, reference(x), torch.bfloat16)
+
+
+@pytest.mark.parametrize("plan", ["block", "looped", "split"])
+def test_rows_of_different_strides_in_one_launch(plan) -> None:
+    """x's rows 130 floats apart (the 16-byte grid shifts by 2 floats a row) beside the
+    contiguous output, and an upstream gradient whose rows are 320 apart beside y's 300: each
+    tensor's rows are read with its own stride, and tensors whose rows shift against each
+    other take the unaligned layout."""
+    x = randn((4, 130), torch.float32, "stride130")[:, :128]
+    y = kernels.softmax(x, plan=plan)
+    assert row_layout((x, y))[1] == ALIGN_NONE
+    assert_close(y, reference(x), torch.float32, "y")
+    x = randn((4, 300), torch.float32, "stride300").requires_grad_()
+    y = kernels.softmax(x, plan=plan)
+    dy = randn((4, 320), torch.float32, "dy320", scale=1.0)[:, :300]
+    (dx,) = torch.autograd.grad(y, x, dy)
+    assert_close(dx, reference_grad(y, dy), torch.float32, "dx")
 
 
 def test_non_collapsible_leading_dims_and_non_contiguous_last_dim() -> None:
