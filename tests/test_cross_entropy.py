@@ -230,6 +230,20 @@ def test_large_logits_across_tiles_and_chunks(plan, dtype) -> None:
     torch.testing.assert_close(loss_rows.double(), ref.detach(), rtol=1e-5, atol=1e-3)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_huge_logits_are_off_by_half_ulps_of_the_log_sum_exp(dtype) -> None:
+    """The documented bound: a row's log-sum-exp is one number of the accumulation dtype, so
+    at logits near 1e8 the loss is off by a few half-ulps of |lse| (float32: the whole loss of
+    log 8; float64, the documented way out: 1e-8)."""
+    x = logits((4, 8), dtype, ("huge", str(dtype))) + 1e8
+    t = torch.tensor([0, 1, 2, -100])
+    ref, _ = reference(x, t, reduction="none", label_smoothing=0.1)
+    loss = kernels.cross_entropy(x, t, reduction="none", label_smoothing=0.1)
+    lse = float(torch.logsumexp(x.double(), -1).abs().max())
+    bound = 4 * lse * torch.finfo(dtype).eps / 2
+    assert (loss.double() - ref).abs().max() <= bound
+
+
 def test_an_ignore_index_above_some_targets_ignores_only_its_own() -> None:
     """ignore_index = 3: targets 0, 1, 2 are classes like any other (a comparison by order, not
     equality, would drop them too)."""
