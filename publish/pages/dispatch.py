@@ -396,8 +396,7 @@ def context(data: SiteData) -> dict[str, Any]:
         if before is not None and run is not None
         else None,
         "chains": [(m, chain_table(cs, m, run)) for m, cs in chains.items() if cs and run is not None],
-        "targets": targets(cases, run),
-        "observations": observations(cases, [c for cs in chains.values() for c in cs], run),
+        **_claim_parts(cases, [c for cs in chains.values() for c in cs], run),
         "has_quack": "quack" in impls,
     }
 
@@ -408,7 +407,12 @@ def claims(data: SiteData) -> list[Claim]:
     run = results.runs[-1] if results.runs else None
     cases = host_cases(results, run) if run is not None else []
     chains = [c for m in MEASURES for c in chain_cases(results, run, m)] if run is not None else []
-    return targets(cases, run) + observations(cases, chains, run)
+    parts = _claim_parts(cases, chains, run)
+    return parts["targets"] + parts["observations"]
+
+
+def _claim_parts(cases: list[CaseResult], chains: list[CaseResult], run: Run | None) -> dict[str, list[Claim]]:
+    return {"targets": targets(cases, run), "observations": observations(cases, chains, run)}
 
 
 PAGE = StudyPage(

@@ -484,8 +484,7 @@ def context(data: SiteData) -> dict[str, Any]:
         "fit": fit,
         "fitted_fields": policy_fields(fit.fitted_on.policy) if fit else {},
         "grid": {k: ", ".join(f"{v:g}" for v in vs) for k, vs in GRID.items()},
-        "targets": targets(a),
-        "observations": observations(a) + [c for c in (one_rule(results),) if c is not None],
+        **_claim_parts(results, a),
         "rules": rules_table(a) if a.runs else None,
         "policies": policies_table(a) if a.runs else None,
         "ours": ours_table(a) if a.runs else None,
@@ -499,8 +498,12 @@ def context(data: SiteData) -> dict[str, Any]:
 def claims(data: SiteData) -> list[Claim]:
     """The page's claims as :func:`context` holds them: its targets, then its observations."""
     results: StudyResults = data.studies["rowgrid"]
-    a = analyse(results)
-    return targets(a) + observations(a) + [c for c in (one_rule(results),) if c is not None]
+    parts = _claim_parts(results, analyse(results))
+    return parts["targets"] + parts["observations"]
+
+
+def _claim_parts(results: StudyResults, a: Analysis) -> dict[str, list[Claim]]:
+    return {"targets": targets(a), "observations": observations(a) + [c for c in (one_rule(results),) if c]}
 
 
 def one_rule(results: StudyResults) -> Claim | None:
