@@ -342,10 +342,14 @@ def _scale_rows_kernel(grad_ptr, g_ptr, n_rows: tl.int64, stride: tl.int64, g_st
 
 
 def scale_rows_(grad: torch.Tensor, dloss: torch.Tensor) -> torch.Tensor:
-    """``grad *= dloss`` in place: ``dloss`` a scalar (mean, sum) or ``[rows]`` (none)."""
+    """``grad *= dloss`` in place: ``grad`` ``[rows, width]`` with a unit column stride (its
+    rows may lie any distance apart; ValueError otherwise), ``dloss`` a scalar (mean, sum) or
+    ``[rows]`` (none)."""
     n_rows, width = grad.shape
     if n_rows == 0 or width == 0:
         return grad
+    if width > 1 and grad.stride(1) != 1:
+        raise ValueError(f"scale_rows_: grad's columns must be adjacent (strides {tuple(grad.stride())})")
     g = dloss.to(grad.dtype if grad.dtype == torch.float64 else torch.float32).contiguous()
     block = min(4096, next_power_of_2(width))
     blocks = cdiv(width, block)

@@ -91,8 +91,10 @@ def _chunks(
     grads = any(needs)
     valid, bad, scale = _row_scale(t, vocab, ignore_index, reduction, dloss, acc)
     loss_rows = torch.empty(n, device=x.device, dtype=acc)
-    gx = torch.empty_like(x) if needs[0] else None
-    gw = torch.zeros_like(w) if needs[1] else None
+    # Row-major whatever the inputs' layout (a transposed weight, say): the backward scales the
+    # gradients row by row in place (scale_rows_ reads each row at a unit column stride).
+    gx = torch.empty_like(x, memory_format=torch.contiguous_format) if needs[0] else None
+    gw = torch.zeros_like(w, memory_format=torch.contiguous_format) if needs[1] else None
     gb = torch.zeros(vocab, device=x.device, dtype=acc) if needs[2] and b is not None else None
     wt = w.t()
     for start in range(0, n, chunk):
@@ -190,7 +192,8 @@ def _lce_backward_op(
 @_lce_backward_op.register_fake
 def _(dloss, x, w, b, t, ignore_index, reduction, eps, cap, chunk):  # type: ignore[no-untyped-def]
     gb = torch.empty_like(b) if b is not None else x.new_empty(0)
-    return torch.empty_like(x), torch.empty_like(w), gb
+    row_major = torch.contiguous_format
+    return torch.empty_like(x, memory_format=row_major), torch.empty_like(w, memory_format=row_major), gb
 
 
 def _setup_context(ctx, inputs, output) -> None:  # type: ignore[no-untyped-def]

@@ -69,6 +69,28 @@ def test_loss_and_every_gradient_match_float64(dtype, reduction, bias, eps, cap,
         check(g, r, dtype, f"{name} gradient {key}")
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_a_transposed_weight_and_padded_rows(reduction) -> None:
+    """The weight as the transpose of an [H, V] tensor (an lm head tied to an embedding stored
+    the other way round), the input's rows 7 elements apart beyond H and a bias every other
+    element of a buffer: the gradients come back right, each in torch's layout or row-major."""
+    key = ("layouts", reduction)
+    x, w, b, t = inputs(torch.float32, key, True)
+    w = w.t().contiguous().t()  # [V, H] with strides (1, V)
+    x = torch.cat([x, torch.full((N, 7), float("nan"))], 1)[:, :H]
+    b = torch.stack([b, torch.full_like(b, float("nan"))], 1)[:, 0]
+    leaves = [v.clone().requires_grad_() for v in (x, w, b)]
+    assert leaves[1].stride() == (1, V)
+    loss = linear_cross_entropy(leaves[0], leaves[1], t, leaves[2], reduction=reduction, chunk_size=8)
+    shape = (N,) if reduction == "none" else ()
+    upstream = (torch.randn(shape, generator=gen("up", key), dtype=torch.float64) + 2).to(torch.float32)
+    grads = torch.autograd.grad(loss, leaves, upstream)
+    ref_loss, ref_grads = reference(x, w, b, t, reduction, 0.0, None, upstream)
+    check(loss, ref_loss, torch.float32, "loss")
+    for name, g, r in zip(("input", "weight", "bias"), grads, ref_grads, strict=True):
+        check(g, r, torch.float32, f"{name} gradient")
+
+
 def test_all_targets_ignored_gives_torchs_nan_mean_and_zero_gradients() -> None:
     x, w, b, t = inputs(torch.float32, "all-ignored", True)
     t[:] = -100
