@@ -1349,6 +1349,11 @@ def _column_final_sum(
     acc = tl.zeros((BLOCK_COLS,), ACC)
     for s in range(0, splits):  # a fixed order: the same bits every run
         acc += tl.load(part_ptr + s * width + cols, mask=cols < width, other=0.0)
+    if out_ptr.dtype.element_ty.primitive_bitwidth == 16:
+        # float64 sums reach a 16-bit output through float32, as torch rounds a double to
+        # c10::BFloat16 / Half (and the Triton interpreter's direct float64 -> bfloat16 cast
+        # reinterprets bits: 1.5 becomes 9e-41)
+        acc = acc.to(tl.float32)
     tl.store(out_ptr + cols, acc.to(out_ptr.dtype.element_ty), mask=cols < width)
 
 

@@ -24,6 +24,7 @@ ops that ``torch.compile`` traces, argument checks and the public functional.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 
 import torch
@@ -494,9 +495,14 @@ def check_args(
     check_float("rms_norm", "x", x)
     check_device("rms_norm", "x", x)
     check_plan("rms_norm", plan, PLANS)
-    shape = tuple(normalized_shape)
-    if not all(isinstance(n, int) and n >= 0 for n in shape):
+    try:  # ints, or what indexes like one (a NumPy integer), as torch takes them
+        shape = tuple(n if type(n) is int else operator.index(n) for n in normalized_shape)
+    except TypeError:
+        shape = (-1,)
+    if not all(n >= 0 for n in shape):
         raise TypeError(f"rms_norm: normalized_shape must be a sequence of non-negative ints, got {normalized_shape!r}")
+    if not shape:
+        raise ValueError("rms_norm: normalized_shape must name at least one dimension (torch refuses () too)")
     if len(shape) > x.dim() or tuple(x.shape[x.dim() - len(shape) :]) != shape:
         raise ValueError(
             f"rms_norm: normalized_shape {list(shape)} must match the trailing dimensions of x, shape {list(x.shape)}"
@@ -536,7 +542,8 @@ def rms_norm(
         x: ``[..., *normalized_shape]`` on a CUDA GPU (any of them: the kernels run on
             ``x``'s device), or on the CPU under ``TRITON_INTERPRET=1``; float16, bfloat16,
             float32 or float64; any number of rows, 0 included.
-        normalized_shape: the trailing dimensions normalized together (an int for one).  A
+        normalized_shape: the trailing dimensions normalized together, at least one (an int
+            for one; NumPy integers are taken as ints, as torch takes them).  A
             tensor here is taken as the weight (``rms_norm(x, weight, eps)``, the form of
             the project's design notes); the next positional argument is then ``eps``.
         weight: ``normalized_shape``, any accepted float dtype, on ``x``'s device; ``None``
@@ -565,15 +572,15 @@ def rms_norm(
             dtype (the residual must have ``x``'s); ``normalized_shape`` is not ints;
             ``eps`` is not a real number (any real one is accepted, negative included, as
             torch accepts it).
-        ValueError: shapes that do not match, a tensor on another device, an unknown
-            ``plan``, ``x`` on the CPU outside the interpreter.
+        ValueError: shapes that do not match, an empty ``normalized_shape``, a tensor on
+            another device, an unknown ``plan``, ``x`` on the CPU outside the interpreter.
     """
     if isinstance(normalized_shape, torch.Tensor):  # rms_norm(x, weight, eps)
         if weight is not None and eps is not None:
             raise TypeError("rms_norm: with a weight in place of normalized_shape, pass at most eps after it")
         normalized_shape, weight, eps = tuple(normalized_shape.shape), normalized_shape, weight  # type: ignore[assignment]
-    if isinstance(normalized_shape, int):
-        normalized_shape = (normalized_shape,)
+    if isinstance(normalized_shape, int) or hasattr(normalized_shape, "__index__"):  # one int (a NumPy one too)
+        normalized_shape = (normalized_shape,)  # type: ignore[assignment]
     eps_value, width = check_args(x, normalized_shape, weight, eps, residual, plan)  # type: ignore[arg-type]
     if eager_path(x):
         grad = torch.is_grad_enabled() and (

@@ -24,3 +24,17 @@ def test_column_sum_edges_and_errors() -> None:
     assert column_sum(torch.empty(3, 0)).shape == (0,)
     with pytest.raises(ValueError, match="2-D"):
         column_sum(torch.ones(3))
+
+
+@pytest.mark.parametrize("out_dtype", [torch.float64, torch.float32, torch.bfloat16, torch.float16], ids=str)
+def test_float64_sums_reach_every_output_dtype(out_dtype) -> None:
+    """float64 partial sums (float64 inputs: RMSNorm's weight gradient for float64 x and a
+    16-bit weight) stored as each output dtype: the value rounded, never reinterpreted bits."""
+    g = torch.Generator().manual_seed(64)
+    x, y = (torch.randn((130, 24), generator=g, dtype=torch.float64) for _ in range(2))
+    scale = torch.rand(130, generator=g, dtype=torch.float64)
+    got = column_sum(x, y=y, row_scale=scale, out_dtype=out_dtype)
+    want = (x * y * scale[:, None]).sum(dim=0)
+    assert got.dtype == out_dtype
+    ulp = torch.finfo(out_dtype).eps  # the interpreter truncates to bfloat16: one ulp, not half
+    assert torch.allclose(got.double(), want, rtol=ulp, atol=ulp * float(want.abs().max()))

@@ -8,6 +8,7 @@ same bits across repeated calls, batch shapes and row counts that split the same
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -169,6 +170,22 @@ def test_without_weight_and_mixed_weight_dtype(plan) -> None:
     assert_close(dw, reference_grads(x, w, 1e-5, dy)[1], torch.bfloat16, "dw")
 
 
+@pytest.mark.parametrize("plan", [None, "fused"])
+def test_float64_input_with_a_bfloat16_weight(plan) -> None:
+    """y in float64 (torch's promotion), the weight gradient in the weight's bfloat16, summed in
+    float64 and rounded once more to bfloat16 (not bit-reinterpreted)."""
+    x = randn((6, 40), torch.float64, "x64w16").requires_grad_()
+    w = randn((40,), torch.bfloat16, "w16x64", shift=1.0).requires_grad_()
+    y = kernels.rms_norm(x, (40,), w, 1e-6, plan=plan)
+    assert y.dtype == torch.float64 == torch.nn.functional.rms_norm(x, (40,), w, 1e-6).dtype
+    dy = randn((6, 40), torch.float64, "dy64", scale=1.0)
+    dx, dw = torch.autograd.grad(y, (x, w), dy)
+    dx_ref, dw_ref = reference_grads(x, w, 1e-6, dy)
+    assert dw.dtype == torch.bfloat16
+    assert_close(dw, dw_ref, torch.bfloat16, "dw")
+    torch.testing.assert_close(dx, dx_ref.to(dx.dtype), rtol=1e-6, atol=1e-6)  # h was float64: w's rounding only
+
+
 def test_eps_none_is_what_f_rms_norm_uses() -> None:
     # Mean squares near float16's epsilon (9.8e-4), far above float32's (1.2e-7): F.rms_norm
     # with eps=None uses float32's (the type it computes in), not float16's as its docstring
@@ -198,6 +215,9 @@ def test_normalized_shape_over_several_trailing_dims_and_the_design_form() -> No
     w1 = randn((6,), torch.float32, "w1", shift=1.0)
     torch.testing.assert_close(kernels.rms_norm(x, w1, 1e-6), F.rms_norm(x, (6,), w1, 1e-6))  # rms_norm(x, w, eps)
     torch.testing.assert_close(kernels.rms_norm(x, 6), F.rms_norm(x, (6,)))  # an int normalized_shape
+    shape = (np.int64(5), np.int32(6))  # NumPy integers, as torch takes them
+    torch.testing.assert_close(kernels.rms_norm(x, shape), F.rms_norm(x, shape))
+    torch.testing.assert_close(kernels.rms_norm(x, np.int64(6)), F.rms_norm(x, (6,)))  # one, as an int
 
 
 def test_strided_rows_and_permuted_batches() -> None:
@@ -434,9 +454,11 @@ def test_pytorch_opinfo_samples_forward_and_backward(sample, dtype) -> None:
         (lambda x: kernels.rms_norm(x, (8,), plan="tiled"), ValueError, ["plan", "tiled"]),
         (lambda x: kernels.rms_norm(x, ("8",)), TypeError, ["normalized_shape"]),
         (lambda x: kernels.rms_norm(x, torch.ones(8), 1e-6, 1e-6), TypeError, ["eps"]),
+        (lambda x: kernels.rms_norm(x, ()), ValueError, ["normalized_shape", "at least one"]),
+        (lambda x: kernels.rms_norm(x, (8.0,)), TypeError, ["normalized_shape"]),
     ],
     ids=["int", "list", "shape", "weight-shape", "weight-dtype", "residual-shape", "residual-dtype", "eps", "plan",
-         "shape-type", "design-form-extra"],
+         "shape-type", "design-form-extra", "shape-empty", "shape-float"],
 )  # fmt: skip
 def test_bad_input_names_the_argument(call, error, words) -> None:
     with pytest.raises(error) as info:
