@@ -495,11 +495,13 @@ def check_args(
     check_float("rms_norm", "x", x)
     check_device("rms_norm", "x", x)
     check_plan("rms_norm", plan, PLANS)
-    try:  # ints, or what indexes like one (a NumPy integer), as torch takes them
-        shape = tuple(n if type(n) is int else operator.index(n) for n in normalized_shape)
-    except TypeError:
-        shape = (-1,)
-    if not all(n >= 0 for n in shape):
+    shape: tuple[int, ...] | None = tuple(normalized_shape)
+    if not all(type(n) is int for n in shape):  # what indexes like an int (a NumPy integer), as torch takes it
+        try:
+            shape = tuple(operator.index(n) for n in shape)
+        except TypeError:
+            shape = None
+    if shape is None or not all(n >= 0 for n in shape):
         raise TypeError(f"rms_norm: normalized_shape must be a sequence of non-negative ints, got {normalized_shape!r}")
     if not shape:
         raise ValueError("rms_norm: normalized_shape must name at least one dimension (torch refuses () too)")
