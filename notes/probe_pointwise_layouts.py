@@ -1,0 +1,117 @@
+"""Probe: launch layouts of two pointwise kernels that trail torch.compile (H200, bf16, device
+time by CUDA events, every input past the L2).  JSON lines.
+
+- RoPE, 16384 (and 4096) positions x 32 q / 8 kv heads of 128, q and k transposed views of
+  [B, T, H, D] projections: one program per (batch, position) row walking every head tile (the
+  shipped launch at b6cb1d3: 104 us forward against compile's 85), against one program per
+  head tile (``spread``) with half-tiles of 256 ... 2048 elements and 1-8 warps; forward and
+  backward; torch.compile of the formula for scale.
+- Bias + GELU + dropout's backward at 16384 x 8192 (p = 0.1, bias gradient wanted): the flat
+  kernel then a column sum of dx (a fourth pass) against the backward that folds the bias
+  gradient's partial sums into its pass, at 4 ... 32 programs per SM.
+
+    python3 notes/probe_pointwise_layouts.py > $OUT/probe-pointwise.log
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+
+import torch
+
+from bench.timing import mean_event_us as time_us
+
+rope = importlib.import_module("kernels.rope")  # the module (kernels.rope is the function)
+bgd = importlib.import_module("kernels.bias_gelu_dropout")
+from kernels._rowwise import column_sum  # noqa: E402
+
+
+def emit(**row: object) -> None:
+    print(json.dumps(row), flush=True)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+def formula(q, k, cos, sin):  # type: ignore[no-untyped-def]
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+
+def probe_rope() -> None:
+    dev = torch.device("cuda")
+    d, hq, hk = 128, 32, 8
+    compiled = torch.compile(formula)
+    for t in (16384, 4096):
+        g = torch.Generator(device=dev).manual_seed(0)
+        q = torch.randn((1, t, hq, d), generator=g, device=dev).to(torch.bfloat16).transpose(1, 2)
+        k = torch.randn((1, t, hk, d), generator=g, device=dev).to(torch.bfloat16).transpose(1, 2)
+        emb = torch.randn((1, t, d), generator=g, device=dev).to(torch.bfloat16)
+        cos, sin = emb.cos(), emb.sin()
+        moved = 2 * (q.numel() + k.numel()) * 2 + 2 * cos.numel() * 2
+        qo, ko = torch.empty_like(q), torch.empty_like(k)
+        want_q, want_k = formula(q.double(), k.double(), cos.double(), sin.double())
+        us = time_us(lambda i=(q, k, cos, sin): compiled(*i))
+        emit(op="rope", T=t, config="torch.compile", us=round(us, 1), TBps=round(moved / us / 1e6, 2))
+        configs = [("row", 2048, None), ("row", 2048, 4)]
+        configs += [("spread", tile, w) for tile in (256, 512, 1024, 2048) for w in (None, "x2")]
+        for layout, tile, warps in configs:
+            default_warps = rope._tiles(d // 2, hq, hk, tile)[3]
+            nw = default_warps * 2 if warps == "x2" else (warps or default_warps)
+            if nw > 16:
+                continue
+            for backward in (False, True):
+
+                def call(b=backward, tile=tile, nw=nw, spread=layout == "spread", i=(q, k, cos, sin, qo, ko)):  # type: ignore[no-untyped-def]
+                    rope.rope_into(*i, backward=b, num_warps=nw, tile_elements=tile, spread=spread)
+
+                call()
+                err = None
+                if not backward:
+                    err = max(float((qo.double() - want_q).abs().max()), float((ko.double() - want_k).abs().max()))
+                us = time_us(call)
+                emit(op="rope", T=t, config=f"{layout}-{tile}-w{nw}", backward=backward, us=round(us, 1),
+                     TBps=round(moved / us / 1e6, 2), max_abs_err=err)  # fmt: skip
+
+
+def probe_bgd() -> None:
+    dev = torch.device("cuda")
+    rows, width, p, seed = 16384, 8192, 0.1, 1234
+    g = torch.Generator(device=dev).manual_seed(1)
+    x = torch.randn((rows, width), generator=g, device=dev).to(torch.bfloat16)
+    b = torch.randn((width,), generator=g, device=dev).to(torch.bfloat16)
+    dy = torch.randn((rows, width), generator=g, device=dev).to(torch.bfloat16)
+    dx = torch.empty_like(x)
+    moved = 3 * x.numel() * 2
+
+    def separate() -> torch.Tensor:
+        bgd.backward_flat(dy, x, b, dx, p, seed)
+        return column_sum(dx.view(-1, width), out_dtype=b.dtype)
+
+    ref_db = separate().double()
+    ref_dx = dx.clone()
+    us = time_us(lambda: bgd.forward_flat(x, b, dx, p, seed))
+    emit(op="bgd", config="forward", us=round(us, 1))
+    us = time_us(lambda: bgd.backward_flat(dy, x, b, dx, p, seed))
+    emit(op="bgd", config="backward-flat-only", us=round(us, 1), TBps=round(moved / us / 1e6, 2))
+    us = time_us(separate)
+    emit(op="bgd", config="backward+column_sum", us=round(us, 1), TBps=round(moved / us / 1e6, 2))
+    sms = torch.cuda.get_device_properties(dev).multi_processor_count
+    for per_sm in (2, 4, 8, 16, 32):
+        want = max(1, per_sm * sms // (width // bgd.BLOCK))
+        rps = -(-rows // min(want, rows))
+        db = bgd.backward_with_bias_grad(dy, x, b, dx, p, seed, rows_per_split=rps)
+        same_dx = bool(torch.equal(dx, ref_dx))
+        err = float((db.double() - ref_db).abs().max())
+        us = time_us(lambda r=rps: bgd.backward_with_bias_grad(dy, x, b, dx, p, seed, rows_per_split=r))
+        emit(op="bgd", config=f"fused-{per_sm}-per-sm", rows_per_split=rps, us=round(us, 1),
+             TBps=round(moved / us / 1e6, 2), same_dx=same_dx, db_err_vs_column_sum=err)  # fmt: skip
+
+
+if __name__ == "__main__":
+    emit(gpu=torch.cuda.get_device_name(), sms=torch.cuda.get_device_properties(0).multi_processor_count)
+    probe_bgd()
+    probe_rope()
