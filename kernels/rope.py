@@ -61,80 +61,76 @@ import triton.language as tl
 
 from kernels._checks import ACCEPTED, check_device, check_float, check_same_device, check_tensor, eager_path
 from kernels._launch import FastKernel, current_device
-from kernels.plans import VECTOR_BYTES, cdiv, next_power_of_2
+from kernels.plans import VECTOR_BYTES, next_power_of_2
 
 FN = "apply_rotary_pos_emb"
 MAX_GRID_X = 2**31 - 1  # CUDA's limit on grid axis 0
 TILE_ELEMENTS = 2048  # elements of one half-tile [BLOCK_H, BLOCK_D]: 4 such tiles (x1, x2, out1, out2) live at once
-SPREAD = False  # one program per head tile (True) or per (batch, position) row
 
 # =============================================================================== kernel
 
 
 @triton.jit
-def _rotate_tile(
-    x_ptr, o_ptr, x_row, o_row, x_sh, o_sh, h0, heads, c1, c2, s1, s2,
+def _rotate_heads(
+    x_ptr, o_ptr, x_row, o_row, x_sh, o_sh, heads, c1, c2, s1, s2,
     HALF: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, VEC: tl.constexpr, ACC: tl.constexpr,
     EVEN: tl.constexpr,
 ):  # fmt: skip
-    """Rotate heads ``h0 .. h0 + BLOCK_H`` of one (batch, position) row: ``x_row``/``o_row``
-    are the int64 offsets of head 0's first element, ``x_sh``/``o_sh`` the head strides,
-    ``c1..s2`` the ``[BLOCK_D]`` table halves (the sines already placed for the direction).
-    ``EVEN``: the head count is a multiple of ``BLOCK_H`` and ``HALF == BLOCK_D``, so no tile
-    is masked."""
+    """Rotate every head of one (batch, position) row: ``x_row``/``o_row`` are the int64
+    offsets of head 0's first element, ``x_sh``/``o_sh`` the head strides, ``c1..s2`` the
+    ``[BLOCK_D]`` table halves (the sines already placed for the direction).  ``EVEN``: the
+    head count is a multiple of ``BLOCK_H`` and ``HALF == BLOCK_D``, so no tile is masked."""
     d = tl.arange(0, BLOCK_D)
-    h = h0 + tl.arange(0, BLOCK_H)
-    # Head row bases: multiples of VEC elements (the host checked every stride), so each
-    # half's BLOCK_D contiguous elements load as 16-byte vectors.
-    xb = tl.multiple_of(x_row + h.to(tl.int64) * x_sh, VEC)
-    ob = tl.multiple_of(o_row + h.to(tl.int64) * o_sh, VEC)
-    x_off = xb[:, None] + d[None, :]
-    o_off = ob[:, None] + d[None, :]
-    if EVEN:  # a Llama head (32 / 8 heads of 128): no per-element predicate to compute or hold
-        x1 = tl.load(x_ptr + x_off).to(ACC)
-        x2 = tl.load(x_ptr + x_off + HALF).to(ACC)
-    else:
-        inside = (h < heads)[:, None] & (d < HALF)[None, :]
-        x1 = tl.load(x_ptr + x_off, mask=inside, other=0.0).to(ACC)
-        x2 = tl.load(x_ptr + x_off + HALF, mask=inside, other=0.0).to(ACC)
-    out1 = (x1 * c1[None, :] - x2 * s1[None, :]).to(o_ptr.dtype.element_ty)
-    out2 = (x2 * c2[None, :] + x1 * s2[None, :]).to(o_ptr.dtype.element_ty)
-    if EVEN:
-        tl.store(o_ptr + o_off, out1)
-        tl.store(o_ptr + o_off + HALF, out2)
-    else:
-        tl.store(o_ptr + o_off, out1, mask=inside)
-        tl.store(o_ptr + o_off + HALF, out2, mask=inside)
+    d_in = d < HALF
+    for h0 in range(0, heads, BLOCK_H):
+        h = h0 + tl.arange(0, BLOCK_H)
+        # Head row bases: multiples of VEC elements (the host checked every stride), so each
+        # half's BLOCK_D contiguous elements load as 16-byte vectors.
+        xb = tl.multiple_of(x_row + h.to(tl.int64) * x_sh, VEC)
+        ob = tl.multiple_of(o_row + h.to(tl.int64) * o_sh, VEC)
+        x_off = xb[:, None] + d[None, :]
+        o_off = ob[:, None] + d[None, :]
+        if EVEN:  # a Llama head (32 / 8 heads of 128): no per-element predicate to compute or hold
+            x1 = tl.load(x_ptr + x_off).to(ACC)
+            x2 = tl.load(x_ptr + x_off + HALF).to(ACC)
+        else:
+            inside = (h < heads)[:, None] & d_in[None, :]
+            x1 = tl.load(x_ptr + x_off, mask=inside, other=0.0).to(ACC)
+            x2 = tl.load(x_ptr + x_off + HALF, mask=inside, other=0.0).to(ACC)
+        out1 = (x1 * c1[None, :] - x2 * s1[None, :]).to(o_ptr.dtype.element_ty)
+        out2 = (x2 * c2[None, :] + x1 * s2[None, :]).to(o_ptr.dtype.element_ty)
+        if EVEN:
+            tl.store(o_ptr + o_off, out1)
+            tl.store(o_ptr + o_off + HALF, out2)
+        else:
+            tl.store(o_ptr + o_off, out1, mask=inside)
+            tl.store(o_ptr + o_off + HALF, out2, mask=inside)
 
 
 @triton.jit(
     do_not_specialize=[
-        "T", "HQ", "HK", "G", "q_sb", "q_sh", "q_st", "k_sb", "k_sh", "k_st", "qo_sb", "qo_sh", "qo_st",
+        "T", "HQ", "HK", "q_sb", "q_sh", "q_st", "k_sb", "k_sh", "k_st", "qo_sb", "qo_sh", "qo_st",
         "ko_sb", "ko_sh", "ko_st", "c_sb", "c_st", "s_sb", "s_st",
     ]
 )  # fmt: skip
 def _rope_kernel(
     q_ptr, k_ptr, cos_ptr, sin_ptr, qo_ptr, ko_ptr,
-    T: tl.int64, HQ: tl.int64, HK: tl.int64, G: tl.int64,
+    T: tl.int64, HQ: tl.int64, HK: tl.int64,
     q_sb: tl.int64, q_sh: tl.int64, q_st: tl.int64, k_sb: tl.int64, k_sh: tl.int64, k_st: tl.int64,
     qo_sb: tl.int64, qo_sh: tl.int64, qo_st: tl.int64, ko_sb: tl.int64, ko_sh: tl.int64, ko_st: tl.int64,
     c_sb: tl.int64, c_st: tl.int64, s_sb: tl.int64, s_st: tl.int64,
     HALF: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr, BLOCK_D: tl.constexpr,
     VEC: tl.constexpr, BACKWARD: tl.constexpr, ACC: tl.constexpr, EVEN: tl.constexpr,
 ):  # fmt: skip
-    # G programs share one (batch, position) row: program g of the row rotates the row's
-    # head tiles g, g + G, g + 2 G, ... of the list (q's tiles, then k's).  Strides are in
+    # One program: one (batch, position) row, every head of q and of k.  Strides are in
     # elements; a table's batch stride is 0 where it broadcasts over batch.  HQ or HK is 0
     # for a tensor the call does not compute (the backward of only one of them).
-    pid = tl.program_id(0).to(tl.int64)
-    row = pid // G
-    g = pid - row * G
+    row = tl.program_id(0).to(tl.int64)
     b = row // T
     t = row - b * T
     d = tl.arange(0, BLOCK_D)
     d_in = d < HALF
-    # The table row, read once per program and applied to each of its heads; the G programs
-    # of a row run side by side, so its other G - 1 reads come from L1 or L2, not DRAM.
+    # The table row, read once here and applied to all HQ + HK heads below.
     c_off = tl.multiple_of(b * c_sb + t * c_st, VEC) + d
     s_off = tl.multiple_of(b * s_sb + t * s_st, VEC) + d
     c1 = tl.load(cos_ptr + c_off, mask=d_in, other=0.0).to(ACC)
@@ -143,15 +139,10 @@ def _rope_kernel(
     s2 = tl.load(sin_ptr + s_off + HALF, mask=d_in, other=0.0).to(ACC)
     if BACKWARD:  # the adjoint: (s1, s2) -> (-s2, -s1); the rest of the kernel is the forward
         s1, s2 = -s2, -s1
-    q_tiles = tl.cdiv(HQ, BLOCK_HQ)
-    for i in range(g, q_tiles + tl.cdiv(HK, BLOCK_HK), G):
-        if i < q_tiles:
-            _rotate_tile(q_ptr, qo_ptr, b * q_sb + t * q_st, b * qo_sb + t * qo_st, q_sh, qo_sh, i * BLOCK_HQ, HQ,
-                         c1, c2, s1, s2, HALF, BLOCK_HQ, BLOCK_D, VEC, ACC, EVEN)  # fmt: skip
-        else:
-            h0 = (i - q_tiles) * BLOCK_HK
-            _rotate_tile(k_ptr, ko_ptr, b * k_sb + t * k_st, b * ko_sb + t * ko_st, k_sh, ko_sh, h0, HK,
-                         c1, c2, s1, s2, HALF, BLOCK_HK, BLOCK_D, VEC, ACC, EVEN)  # fmt: skip
+    _rotate_heads(q_ptr, qo_ptr, b * q_sb + t * q_st, b * qo_sb + t * qo_st, q_sh, qo_sh, HQ, c1, c2, s1, s2,
+                  HALF, BLOCK_HQ, BLOCK_D, VEC, ACC, EVEN)  # fmt: skip
+    _rotate_heads(k_ptr, ko_ptr, b * k_sb + t * k_st, b * ko_sb + t * ko_st, k_sh, ko_sh, HK, c1, c2, s1, s2,
+                  HALF, BLOCK_HK, BLOCK_D, VEC, ACC, EVEN)  # fmt: skip
 
 
 _ROPE = FastKernel(_rope_kernel)
@@ -160,23 +151,21 @@ _ROPE = FastKernel(_rope_kernel)
 
 
 @functools.lru_cache(maxsize=256)
-def _tiles(half: int, hq: int, hk: int, tile_elements: int = TILE_ELEMENTS) -> tuple[int, int, int, int]:
+def _tiles(half: int, hq: int, hk: int) -> tuple[int, int, int, int]:
     """(BLOCK_D, BLOCK_HQ, BLOCK_HK, num_warps) for a head geometry: ``D/2`` padded to a power of
-    two, and as many heads per tile as fit ``tile_elements`` per half-tile, the rest in
-    further tiles; one warp per 256 elements of the taller tile (one 16-byte vector of bf16
-    per thread and half), 1 to 8."""
+    two, and as many heads per tile as fit ``TILE_ELEMENTS`` per half-tile (all of them for
+    a Llama head: 32 x 64), the rest looped over.  One warp per 512 elements of the taller
+    half-tile (16 a thread: two 16-byte vectors of bf16), 1 to 8.
+
+    Warps measured at c40eadc (H200, 32 / 8 heads of 128 bf16, T = 16384, transposed views,
+    mean of 20 calls; notes/2026-12-02-probe-pointwise-c40eadc.log): the [32, 64] tiles at 8
+    warps 127.7 µs forward, at 4 warps 99.5 (torch.compile's call 99.2).  A program per head
+    tile instead of per row was slower at every tile size and warp count tried (half-tiles
+    of 256 to 2048 elements: 133-253 µs), with fewer warps faster at each size."""
     block_d = next_power_of_2(half)
-    block_hq, block_hk = (max(1, min(next_power_of_2(max(h, 1)), tile_elements // block_d)) for h in (hq, hk))
-    warps = max(1, min(8, max(block_hq, block_hk) * block_d // 256))
+    block_hq, block_hk = (max(1, min(next_power_of_2(max(h, 1)), TILE_ELEMENTS // block_d)) for h in (hq, hk))
+    warps = max(1, min(8, max(block_hq, block_hk) * block_d // 512))
     return block_d, block_hq, block_hk, warps
-
-
-def programs_per_row(rows: int, tiles: int, spread: bool = SPREAD) -> int:
-    """Programs that share one (batch, position) row: one per head tile (``spread``), or one
-    for all of them; fewer where ``rows`` times that would pass the grid's limit (each
-    program then walks several tiles)."""
-    per_row = max(1, tiles) if spread else 1
-    return max(1, min(per_row, MAX_GRID_X // max(rows, 1)))
 
 
 def _table_strides(t: torch.Tensor) -> tuple[int, int]:
@@ -203,8 +192,6 @@ def rope_into(
     k_out: torch.Tensor | None,
     backward: bool = False,
     num_warps: int | None = None,
-    tile_elements: int = TILE_ELEMENTS,
-    spread: bool = SPREAD,
 ) -> None:
     """Write the rotation of ``q`` into ``q_out`` and of ``k`` into ``k_out`` (the adjoint
     with ``backward``: ``q``, ``k`` are then the outputs' gradients), in one launch.
@@ -213,8 +200,8 @@ def rope_into(
     contiguous last dimension (the caller copies otherwise; outputs must not overlap their
     inputs).  Either pair may be ``None`` (not computed), not both.  Tables as in
     :func:`apply_rotary_pos_emb`, last dimension contiguous.  No argument checks: the
-    public functional makes them.  ``num_warps``, ``tile_elements``, ``spread``: override the
-    launch's defaults (for notes/probe_rope.py)."""
+    public functional makes them.  ``num_warps``: override the tiles' default (for
+    notes/probe_rope.py)."""
     ref = q if q is not None else k
     assert ref is not None
     batch, hq, seq, width = ref.shape
@@ -226,7 +213,7 @@ def rope_into(
         raise ValueError(f"{FN}: {batch} x {seq} (batch, position) rows exceed the grid's {MAX_GRID_X}")
     if ref.is_cuda and ref.device.index != current_device():  # Triton launches on the current GPU
         with torch.cuda.device(ref.device):
-            rope_into(q, k, cos, sin, q_out, k_out, backward, num_warps, tile_elements, spread)
+            rope_into(q, k, cos, sin, q_out, k_out, backward, num_warps)
         return
     # An absent pair runs no head (its count is 0); the other's tensors stand in for its
     # pointers and strides, so the key and the compiled kernel stay those of present ones.
@@ -252,13 +239,11 @@ def rope_into(
     vec = VECTOR_BYTES // min(q.element_size(), cos.element_size(), sin.element_size())
     if bits & (vec - 1):
         vec = bits & -bits  # the lowest set bit: the largest power of two dividing them all
-    block_d, block_hq, block_hk, warps = _tiles(half, hq, hk, tile_elements)
-    per_row = programs_per_row(rows, cdiv(hq, block_hq) + cdiv(hk, block_hk), spread)
+    block_d, block_hq, block_hk, warps = _tiles(half, hq, hk)
     acc = tl.float64 if ref.dtype == torch.float64 else tl.float32
     # Masks compiled out where no tile runs past the heads or the half (Nsight Compute at
-    # 6b751ea, 16384 x 32 / 8 heads x 128 bf16: the masked kernel held 64 registers a thread,
-    # 50% theoretical occupancy, 48% of issue slots busy and 65% of DRAM throughput; not yet
-    # timed without them).
+    # 6b751ea, 16384 x 32 / 8 heads x 128 bf16, 8 warps: the masked kernel held 64 registers
+    # a thread, 50% theoretical occupancy, 48% of issue slots busy and 65% of DRAM throughput).
     even = half == block_d and hq % block_hq == 0 and hk % block_hk == 0
     index = ref.device.index if ref.is_cuda else -1
     key = (index, q.dtype, k.dtype, cos.dtype, sin.dtype, q_out.dtype, k_out.dtype,
@@ -266,8 +251,8 @@ def rope_into(
            sin.data_ptr() % VECTOR_BYTES == 0, q_out.data_ptr() % VECTOR_BYTES == 0,
            k_out.data_ptr() % VECTOR_BYTES == 0)  # fmt: skip
     _ROPE.launch(
-        key, index, (rows * per_row, 1, 1),
-        (q, k, cos, sin, q_out, k_out, seq, hq, hk, per_row, qs[0], qs[1], qs[2], ks[0], ks[1], ks[2],
+        key, index, (rows, 1, 1),
+        (q, k, cos, sin, q_out, k_out, seq, hq, hk, qs[0], qs[1], qs[2], ks[0], ks[1], ks[2],
          qos[0], qos[1], qos[2], kos[0], kos[1], kos[2], cs[0], cs[1], ss[0], ss[1]),
         (half, block_hq, block_hk, block_d, vec, backward, acc, even), num_warps or warps,
     )  # fmt: skip

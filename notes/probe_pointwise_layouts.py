@@ -2,10 +2,11 @@
 time by CUDA events, every input past the L2).  JSON lines.
 
 - RoPE, 16384 (and 4096) positions x 32 q / 8 kv heads of 128, q and k transposed views of
-  [B, T, H, D] projections: one program per (batch, position) row walking every head tile (the
-  shipped launch at b6cb1d3: 104 us forward against compile's 85), against one program per
-  head tile (``spread``) with half-tiles of 256 ... 2048 elements and 1-8 warps; forward and
-  backward; torch.compile of the formula for scale.
+  [B, T, H, D] projections: one program per (batch, position) row at 2, 4 and 8 warps (8 was
+  the launch at b6cb1d3: 104 us forward in its run against compile's 85); forward and
+  backward; torch.compile of the formula for scale.  At c40eadc this probe also timed one
+  program per head tile (half-tiles of 256 ... 2048 elements, 1-16 warps), slower at every
+  setting (notes/2026-12-02-probe-pointwise-c40eadc.log); that launch option was removed.
 - Bias + GELU + dropout's backward at 16384 x 8192 (p = 0.1, bias gradient wanted): the flat
   kernel then a column sum of dx (a fourth pass) against the backward that folds the bias
   gradient's partial sums into its pass, at 4 ... 32 programs per SM.
@@ -73,7 +74,7 @@ def probe_rope() -> None:
                 if not backward:
                     err = max(float((qo.double() - want_q).abs().max()), float((ko.double() - want_k).abs().max()))
                 us = time_us(call)
-                emit(op="rope", T=t, config=f"{layout}-{tile}-w{nw}", backward=backward, us=round(us, 1),
+                emit(op="rope", T=t, config=f"row-w{nw}", backward=backward, us=round(us, 1),
                      TBps=round(moved / us / 1e6, 2), max_abs_err=err)  # fmt: skip
 
 

@@ -108,13 +108,10 @@ def transposed(batch: int, heads: int, seq: int, width: int, dtype, key) -> torc
     ("hq", "hk", "width"), [(3, 1, 6), (4, 2, 8), (5, 3, 2), (8, 4, 1024), (6, 2, 1024), (4, 3, 8)], ids=str
 )
 @pytest.mark.parametrize("backward", [False, True])
-@pytest.mark.parametrize("layout", ["per-row", "per-tile", "capped"])
-def test_guard_regions_never_read_or_written(hq, hk, width, dtype, backward, layout, monkeypatch) -> None:
+def test_guard_regions_never_read_or_written(hq, hk, width, dtype, backward) -> None:
     """(Unmasked tiles: 4 / 2 heads of 8, and 8 / 4 heads of 1024 in two and one tiles of 4
     heads; masked: a half of 3 or 1, 6 heads of 1024, whose second tile is half empty, and q's
-    tiles full but k's not, 4 / 3 heads.  Programs: one per row walking every tile, one per
-    head tile, and two per row where the grid's limit is lowered to twice the rows, so a
-    program walks tiles g, g + 2, ... across q's and k's.)
+    tiles full but k's not, 4 / 3 heads.)
     Inputs and tables as views inside NaN buffers with gaps around every dimension, the
     outputs inside buffers of OUT_POISON: no NaN may reach an output (nothing read outside
     a view) and every output guard must keep its poison (nothing written outside a view).
@@ -135,9 +132,7 @@ def test_guard_regions_never_read_or_written(hq, hk, width, dtype, backward, lay
     qo_buf, qo_view, qo_inside = guarded((batch, seq, hq, width), dtype, OUT_POISON, lead=2)
     ko_buf, ko_view, ko_inside = guarded((batch, seq, hk, width), dtype, OUT_POISON, lead=1)
     q_out, k_out = qo_view.transpose(1, 2), ko_view.transpose(1, 2)
-    if layout == "capped":
-        monkeypatch.setattr(rope, "MAX_GRID_X", 2 * batch * seq)
-    rope_into(q, k, cos, sin, q_out, k_out, backward=backward, spread=layout != "per-row")
+    rope_into(q, k, cos, sin, q_out, k_out, backward=backward)
     assert guards_intact(qo_buf, qo_inside, OUT_POISON) and guards_intact(ko_buf, ko_inside, OUT_POISON)
     assert not torch.isnan(q_out).any() and not torch.isnan(k_out).any()
     if backward:
@@ -479,7 +474,7 @@ import triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 rope = importlib.import_module("kernels.rope")  # the module (kernels.rope is the function)
-INTS = ("T HQ HK G q_sb q_sh q_st k_sb k_sh k_st qo_sb qo_sh qo_st ko_sb ko_sh ko_st c_sb c_st s_sb s_st").split()
+INTS = ("T HQ HK q_sb q_sh q_st k_sb k_sh k_st qo_sb qo_sh qo_st ko_sb ko_sh ko_st c_sb c_st s_sb s_st").split()
 PTRS = ("q_ptr", "k_ptr", "cos_ptr", "sin_ptr", "qo_ptr", "ko_ptr")
 CASES = (("bf16", 8, False, True), ("bf16", 8, True, True), ("fp32", 4, False, True), ("bf16", 1, False, True),
          ("bf16", 8, False, False), ("bf16", 1, False, False))
@@ -582,15 +577,3 @@ def test_a_second_derivative_is_refused_not_silently_wrong() -> None:
     cos, sin = torch.randn(3, 4, generator=gen), torch.randn(3, 4, generator=gen)
     with pytest.raises(RuntimeError, match="not twice differentiable"):
         torch.autograd.grad(kernels.rope(q, k, cos, sin)[0].sum(), q, create_graph=True)
-
-
-def test_programs_per_row_stay_inside_the_grid() -> None:
-    """One program per head tile when spread (one per row otherwise), and never more programs
-    than CUDA's grid axis holds: a program then walks several tiles."""
-    assert rope.programs_per_row(16384, 5, spread=True) == 5
-    assert rope.programs_per_row(16384, 5, spread=False) == 1
-    assert rope.programs_per_row(16384, 0, spread=True) == 1  # no heads: one idle program per row
-    big = rope.MAX_GRID_X // 3 + 1
-    assert rope.programs_per_row(big, 5, spread=True) == 2
-    assert big * rope.programs_per_row(big, 5, spread=True) <= rope.MAX_GRID_X
-    assert rope.programs_per_row(rope.MAX_GRID_X, 5, spread=True) == 1
