@@ -68,7 +68,7 @@ for s in "${list[@]}"; do
              ${LAB_TESTS_K:+-k "$LAB_TESTS_K"} ${LAB_TESTS_FILES:-tests/test_softmax_gpu.py tests/test_rmsnorm_gpu.py \
              tests/test_matmul_gpu.py tests/test_cross_entropy_gpu.py tests/test_linear_cross_entropy_gpu.py \
              tests/test_specialization.py tests/test_rope_gpu.py tests/test_swiglu_gpu.py \
-             tests/test_bias_gelu_dropout_gpu.py} 2>&1 | tee "$out/gpu-tests.log" | tail -40 ;;
+             tests/test_bias_gelu_dropout_gpu.py tests/test_column_sum.py} 2>&1 | tee "$out/gpu-tests.log" | tail -40 ;;
     checks) for c in check_fused_gpu check_split_fast; do timeout 150 python3 notes/$c.py > "$out/$c.log" 2>&1; done ;;
     tests-new) timeout ${LAB_TESTS_S:-300} python3 -m pytest -m gpu -q --no-header -p no:cacheprovider \
              ${LAB_TESTS_K:+-k "$LAB_TESTS_K"} tests/test_matmul_gpu.py tests/test_cross_entropy_gpu.py \

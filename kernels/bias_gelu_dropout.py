@@ -84,13 +84,18 @@ QUARTER = 1024  # elements per quarter block: 8 per thread at 4 warps, one 16-by
 BLOCK = 4 * QUARTER  # elements per program (8 KB of bf16 read and 8 KB written)
 NUM_WARPS = 4
 # The bias gradient folded into the backward's pass where F is a multiple of BLOCK (see
-# _bgd_backward_bias_kernel), with about this many programs per SM.  Measured at c40eadc
-# (H200, 16384 x 8192 bf16, p = 0.1, mean of 20 calls; notes/2026-12-02-probe-pointwise-
-# c40eadc.log): the flat backward and then column_sum 708 µs (the flat kernel alone 331);
-# folded, at 2 / 4 / 8 / 16 / 32 programs per SM: 490 / 505 / 462 / 523 / 637 µs, dx the
-# same bits, db equal to column_sum's.
+# _bgd_backward_bias_kernel): programs of BIAS_ROWS_PER_PROGRAM rows, taken where they make at
+# least BIAS_MIN_PROGRAMS_PER_SM programs per SM (the kernel holds 145 registers a thread, so
+# three programs fit an SM; with fewer rows the separate column sum's launch keeps more of the
+# GPU busy).  Measured at c40eadc (H200, 16384 x 8192 bf16, p = 0.1, mean of 20 calls;
+# notes/2026-12-02-probe-pointwise-c40eadc.log): the flat backward and then column_sum 708 µs
+# (the flat kernel alone 331); folded, in programs of 125 / 63 / 32 / 16 / 8 rows: 490 / 505 /
+# 462 / 523 / 637 µs, dx the same bits, db equal to column_sum's.  At 8192 x 4096 (one block
+# of columns, 8-row programs) the study's training step lost 45 µs to the separate path
+# (run bias_gelu_dropout-20261202T092253Z-7ff669a).
 FUSED_BIAS_GRAD = True
-BIAS_PROGRAMS_PER_SM = 8
+BIAS_ROWS_PER_PROGRAM = 32
+BIAS_MIN_PROGRAMS_PER_SM = 4
 SEED_BOUND = 2**63 - 1  # seeds drawn for seed=None lie in [0, SEED_BOUND); given seeds in [0, 2^63)
 _TWO32 = 2**32
 
@@ -457,16 +462,20 @@ def backward_flat(
         _launch(_BACKWARD, (dy, x, x, dx), 1, p, seed, False)
 
 
-def bias_grad_splits(rows: int, col_blocks: int, sms: int, rows_per_split: int | None = None) -> tuple[int, int]:
-    """(rows per program, programs down the rows) of the fused bias-gradient backward: about
-    ``BIAS_PROGRAMS_PER_SM`` programs per SM over ``col_blocks`` blocks of columns (each
-    program's dropout bits and gelu' cost arithmetic, so the launch wants many resident),
-    at most 65535 down the rows (CUDA's grid axis 1)."""
-    if rows_per_split is None:
-        want = max(1, (BIAS_PROGRAMS_PER_SM * sms) // max(col_blocks, 1))
-        rows_per_split = cdiv(rows, min(want, rows))
-    rows_per_split = max(rows_per_split, cdiv(rows, 65535))
-    return rows_per_split, cdiv(rows, rows_per_split)
+def fold_bias_grad(rows: int, width: int, sms: int) -> bool:
+    """Whether the backward of ``rows`` rows of ``width`` folds the bias gradient into its pass
+    on a GPU of ``sms`` SMs (see ``FUSED_BIAS_GRAD``)."""
+    if not FUSED_BIAS_GRAD or width % BLOCK:
+        return False
+    return (width // BLOCK) * cdiv(rows, BIAS_ROWS_PER_PROGRAM) >= BIAS_MIN_PROGRAMS_PER_SM * sms
+
+
+def bias_grad_splits(rows: int, rows_per_split: int | None = None) -> tuple[int, int]:
+    """(rows per program, programs down the rows) of the folded bias-gradient backward:
+    ``BIAS_ROWS_PER_PROGRAM`` rows (or ``rows_per_split``), more where that would put more
+    than 65535 programs on CUDA's grid axis 1."""
+    per = max(rows_per_split or BIAS_ROWS_PER_PROGRAM, cdiv(rows, 65535))
+    return per, cdiv(rows, per)
 
 
 def backward_with_bias_grad(
@@ -476,14 +485,13 @@ def backward_with_bias_grad(
     """:func:`backward_flat` into ``dx`` and the bias gradient (returned, ``[F]``, the bias's
     dtype) in one pass: the fixed-order column sum of the rounded ``dx``, partial sums per
     ``rows_per_split`` rows (default :func:`bias_grad_splits`) added in a fixed order, so the
-    same bits every run on the same GPU model.  ``F`` must be a multiple of ``BLOCK``;
+    same bits every run.  ``F`` must be a multiple of ``BLOCK``;
     tensors contiguous, of one dtype, ``numel() > 0``."""
     width = bias.shape[0]
     rows = dx.numel() // width
     col_blocks = width // BLOCK
     index = dx.get_device()  # -1 on the CPU (the interpreter)
-    sms = sm_count(dx.device)
-    rows_per_split, splits = bias_grad_splits(rows, col_blocks, sms, rows_per_split)
+    rows_per_split, splits = bias_grad_splits(rows, rows_per_split)
     wide = torch.float64 if torch.float64 in (dx.dtype, bias.dtype) else torch.float32
     part = torch.empty((splits, width), device=dx.device, dtype=wide)
     d = _DROPOUT_ARGS.get(p) or dropout_args(p)
@@ -525,7 +533,7 @@ def _backward(
     width = bias.shape[0]
     if dx.numel() == 0:
         return dx, torch.zeros(width, device=x.device, dtype=bias.dtype)
-    if FUSED_BIAS_GRAD and width % BLOCK == 0:
+    if fold_bias_grad(dx.numel() // width, width, sm_count(dx.device)):
         return dx, backward_with_bias_grad(dy, x, bias, dx, p, seed)
     backward_flat(dy, x, bias, dx, p, seed)
     return dx, column_sum(dx.view(-1, width), out_dtype=bias.dtype)

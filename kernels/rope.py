@@ -66,8 +66,43 @@ from kernels.plans import VECTOR_BYTES, next_power_of_2
 FN = "apply_rotary_pos_emb"
 MAX_GRID_X = 2**31 - 1  # CUDA's limit on grid axis 0
 TILE_ELEMENTS = 2048  # elements of one half-tile [BLOCK_H, BLOCK_D]: 4 such tiles (x1, x2, out1, out2) live at once
+TOGETHER = True  # where q and k are one tile each, load both before computing either
 
 # =============================================================================== kernel
+
+
+@triton.jit
+def _tile_offsets(row, sh, h0, heads, HALF: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
+                  VEC: tl.constexpr):  # fmt: skip
+    # [BLOCK_H, BLOCK_D] offsets of the first halves of heads h0 .. h0 + BLOCK_H of one row
+    # (row: the int64 offset of head 0's first element, sh: the head stride) and the mask of
+    # the heads and half elements that exist.  Head row bases are multiples of VEC elements
+    # (the host checked every stride), so each half's BLOCK_D contiguous elements load and
+    # store as 16-byte vectors.
+    d = tl.arange(0, BLOCK_D)
+    h = h0 + tl.arange(0, BLOCK_H)
+    base = tl.multiple_of(row + h.to(tl.int64) * sh, VEC)
+    return base[:, None] + d[None, :], (h < heads)[:, None] & (d < HALF)[None, :]
+
+
+@triton.jit
+def _load_halves(x_ptr, off, inside, HALF: tl.constexpr, ACC: tl.constexpr, EVEN: tl.constexpr):
+    if EVEN:  # a Llama head (32 / 8 heads of 128): no per-element predicate to compute or hold
+        return tl.load(x_ptr + off).to(ACC), tl.load(x_ptr + off + HALF).to(ACC)
+    x1 = tl.load(x_ptr + off, mask=inside, other=0.0).to(ACC)
+    return x1, tl.load(x_ptr + off + HALF, mask=inside, other=0.0).to(ACC)
+
+
+@triton.jit
+def _store_rotated(o_ptr, off, inside, x1, x2, c1, c2, s1, s2, HALF: tl.constexpr, EVEN: tl.constexpr):
+    out1 = (x1 * c1[None, :] - x2 * s1[None, :]).to(o_ptr.dtype.element_ty)
+    out2 = (x2 * c2[None, :] + x1 * s2[None, :]).to(o_ptr.dtype.element_ty)
+    if EVEN:
+        tl.store(o_ptr + off, out1)
+        tl.store(o_ptr + off + HALF, out2)
+    else:
+        tl.store(o_ptr + off, out1, mask=inside)
+        tl.store(o_ptr + off + HALF, out2, mask=inside)
 
 
 @triton.jit
@@ -76,35 +111,16 @@ def _rotate_heads(
     HALF: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, VEC: tl.constexpr, ACC: tl.constexpr,
     EVEN: tl.constexpr,
 ):  # fmt: skip
-    """Rotate every head of one (batch, position) row: ``x_row``/``o_row`` are the int64
-    offsets of head 0's first element, ``x_sh``/``o_sh`` the head strides, ``c1..s2`` the
-    ``[BLOCK_D]`` table halves (the sines already placed for the direction).  ``EVEN``: the
-    head count is a multiple of ``BLOCK_H`` and ``HALF == BLOCK_D``, so no tile is masked."""
-    d = tl.arange(0, BLOCK_D)
-    d_in = d < HALF
+    """Rotate every head of one (batch, position) row, a tile of ``BLOCK_H`` heads at a time:
+    ``x_row``/``o_row`` are the int64 offsets of head 0's first element, ``x_sh``/``o_sh`` the
+    head strides, ``c1..s2`` the ``[BLOCK_D]`` table halves (the sines already placed for the
+    direction).  ``EVEN``: the head count is a multiple of ``BLOCK_H`` and ``HALF == BLOCK_D``,
+    so no tile is masked."""
     for h0 in range(0, heads, BLOCK_H):
-        h = h0 + tl.arange(0, BLOCK_H)
-        # Head row bases: multiples of VEC elements (the host checked every stride), so each
-        # half's BLOCK_D contiguous elements load as 16-byte vectors.
-        xb = tl.multiple_of(x_row + h.to(tl.int64) * x_sh, VEC)
-        ob = tl.multiple_of(o_row + h.to(tl.int64) * o_sh, VEC)
-        x_off = xb[:, None] + d[None, :]
-        o_off = ob[:, None] + d[None, :]
-        if EVEN:  # a Llama head (32 / 8 heads of 128): no per-element predicate to compute or hold
-            x1 = tl.load(x_ptr + x_off).to(ACC)
-            x2 = tl.load(x_ptr + x_off + HALF).to(ACC)
-        else:
-            inside = (h < heads)[:, None] & d_in[None, :]
-            x1 = tl.load(x_ptr + x_off, mask=inside, other=0.0).to(ACC)
-            x2 = tl.load(x_ptr + x_off + HALF, mask=inside, other=0.0).to(ACC)
-        out1 = (x1 * c1[None, :] - x2 * s1[None, :]).to(o_ptr.dtype.element_ty)
-        out2 = (x2 * c2[None, :] + x1 * s2[None, :]).to(o_ptr.dtype.element_ty)
-        if EVEN:
-            tl.store(o_ptr + o_off, out1)
-            tl.store(o_ptr + o_off + HALF, out2)
-        else:
-            tl.store(o_ptr + o_off, out1, mask=inside)
-            tl.store(o_ptr + o_off + HALF, out2, mask=inside)
+        x_off, inside = _tile_offsets(x_row, x_sh, h0, heads, HALF, BLOCK_H, BLOCK_D, VEC)
+        o_off, _ = _tile_offsets(o_row, o_sh, h0, heads, HALF, BLOCK_H, BLOCK_D, VEC)
+        x1, x2 = _load_halves(x_ptr, x_off, inside, HALF, ACC, EVEN)
+        _store_rotated(o_ptr, o_off, inside, x1, x2, c1, c2, s1, s2, HALF, EVEN)
 
 
 @triton.jit(
@@ -120,7 +136,7 @@ def _rope_kernel(
     qo_sb: tl.int64, qo_sh: tl.int64, qo_st: tl.int64, ko_sb: tl.int64, ko_sh: tl.int64, ko_st: tl.int64,
     c_sb: tl.int64, c_st: tl.int64, s_sb: tl.int64, s_st: tl.int64,
     HALF: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr, BLOCK_D: tl.constexpr,
-    VEC: tl.constexpr, BACKWARD: tl.constexpr, ACC: tl.constexpr, EVEN: tl.constexpr,
+    VEC: tl.constexpr, BACKWARD: tl.constexpr, ACC: tl.constexpr, EVEN: tl.constexpr, ONE_TILE: tl.constexpr,
 ):  # fmt: skip
     # One program: one (batch, position) row, every head of q and of k.  Strides are in
     # elements; a table's batch stride is 0 where it broadcasts over batch.  HQ or HK is 0
@@ -139,10 +155,25 @@ def _rope_kernel(
     s2 = tl.load(sin_ptr + s_off + HALF, mask=d_in, other=0.0).to(ACC)
     if BACKWARD:  # the adjoint: (s1, s2) -> (-s2, -s1); the rest of the kernel is the forward
         s1, s2 = -s2, -s1
-    _rotate_heads(q_ptr, qo_ptr, b * q_sb + t * q_st, b * qo_sb + t * qo_st, q_sh, qo_sh, HQ, c1, c2, s1, s2,
-                  HALF, BLOCK_HQ, BLOCK_D, VEC, ACC, EVEN)  # fmt: skip
-    _rotate_heads(k_ptr, ko_ptr, b * k_sb + t * k_st, b * ko_sb + t * ko_st, k_sh, ko_sh, HK, c1, c2, s1, s2,
-                  HALF, BLOCK_HK, BLOCK_D, VEC, ACC, EVEN)  # fmt: skip
+    q_row, qo_row = b * q_sb + t * q_st, b * qo_sb + t * qo_st
+    k_row, ko_row = b * k_sb + t * k_st, b * ko_sb + t * ko_st
+    if ONE_TILE:
+        # Both present, each one tile: q's and k's loads all issued before any arithmetic or
+        # store, so the program has its whole row in flight at once (walked tile by tile, k's
+        # loads would wait behind q's stores).
+        qx, q_in = _tile_offsets(q_row, q_sh, 0, HQ, HALF, BLOCK_HQ, BLOCK_D, VEC)
+        kx, k_in = _tile_offsets(k_row, k_sh, 0, HK, HALF, BLOCK_HK, BLOCK_D, VEC)
+        q1, q2 = _load_halves(q_ptr, qx, q_in, HALF, ACC, EVEN)
+        k1, k2 = _load_halves(k_ptr, kx, k_in, HALF, ACC, EVEN)
+        qo, _ = _tile_offsets(qo_row, qo_sh, 0, HQ, HALF, BLOCK_HQ, BLOCK_D, VEC)
+        ko, _ = _tile_offsets(ko_row, ko_sh, 0, HK, HALF, BLOCK_HK, BLOCK_D, VEC)
+        _store_rotated(qo_ptr, qo, q_in, q1, q2, c1, c2, s1, s2, HALF, EVEN)
+        _store_rotated(ko_ptr, ko, k_in, k1, k2, c1, c2, s1, s2, HALF, EVEN)
+    else:
+        _rotate_heads(q_ptr, qo_ptr, q_row, qo_row, q_sh, qo_sh, HQ, c1, c2, s1, s2,
+                      HALF, BLOCK_HQ, BLOCK_D, VEC, ACC, EVEN)  # fmt: skip
+        _rotate_heads(k_ptr, ko_ptr, k_row, ko_row, k_sh, ko_sh, HK, c1, c2, s1, s2,
+                      HALF, BLOCK_HK, BLOCK_D, VEC, ACC, EVEN)  # fmt: skip
 
 
 _ROPE = FastKernel(_rope_kernel)
@@ -192,6 +223,7 @@ def rope_into(
     k_out: torch.Tensor | None,
     backward: bool = False,
     num_warps: int | None = None,
+    together: bool | None = None,
 ) -> None:
     """Write the rotation of ``q`` into ``q_out`` and of ``k`` into ``k_out`` (the adjoint
     with ``backward``: ``q``, ``k`` are then the outputs' gradients), in one launch.
@@ -200,8 +232,8 @@ def rope_into(
     contiguous last dimension (the caller copies otherwise; outputs must not overlap their
     inputs).  Either pair may be ``None`` (not computed), not both.  Tables as in
     :func:`apply_rotary_pos_emb`, last dimension contiguous.  No argument checks: the
-    public functional makes them.  ``num_warps``: override the tiles' default (for
-    notes/probe_rope.py)."""
+    public functional makes them.  ``num_warps``, ``together``: override the launch's
+    defaults (for notes/probe_pointwise_layouts.py)."""
     ref = q if q is not None else k
     assert ref is not None
     batch, hq, seq, width = ref.shape
@@ -213,7 +245,7 @@ def rope_into(
         raise ValueError(f"{FN}: {batch} x {seq} (batch, position) rows exceed the grid's {MAX_GRID_X}")
     if ref.is_cuda and ref.device.index != current_device():  # Triton launches on the current GPU
         with torch.cuda.device(ref.device):
-            rope_into(q, k, cos, sin, q_out, k_out, backward, num_warps)
+            rope_into(q, k, cos, sin, q_out, k_out, backward, num_warps, together)
         return
     # An absent pair runs no head (its count is 0); the other's tensors stand in for its
     # pointers and strides, so the key and the compiled kernel stay those of present ones.
@@ -245,6 +277,8 @@ def rope_into(
     # 6b751ea, 16384 x 32 / 8 heads x 128 bf16, 8 warps: the masked kernel held 64 registers
     # a thread, 50% theoretical occupancy, 48% of issue slots busy and 65% of DRAM throughput).
     even = half == block_d and hq % block_hq == 0 and hk % block_hk == 0
+    # q and k present, one tile each: their loads issued together (see the kernel)
+    one_tile = (TOGETHER if together is None else together) and 0 < hq <= block_hq and 0 < hk <= block_hk
     index = ref.device.index if ref.is_cuda else -1
     key = (index, q.dtype, k.dtype, cos.dtype, sin.dtype, q_out.dtype, k_out.dtype,
            q.data_ptr() % VECTOR_BYTES == 0, k.data_ptr() % VECTOR_BYTES == 0, cos.data_ptr() % VECTOR_BYTES == 0,
@@ -254,7 +288,7 @@ def rope_into(
         key, index, (rows, 1, 1),
         (q, k, cos, sin, q_out, k_out, seq, hq, hk, qs[0], qs[1], qs[2], ks[0], ks[1], ks[2],
          qos[0], qos[1], qos[2], kos[0], kos[1], kos[2], cs[0], cs[1], ss[0], ss[1]),
-        (half, block_hq, block_hk, block_d, vec, backward, acc, even), num_warps or warps,
+        (half, block_hq, block_hk, block_d, vec, backward, acc, even, one_tile), num_warps or warps,
     )  # fmt: skip
 
 

@@ -7,9 +7,12 @@ time by CUDA events, every input past the L2).  JSON lines.
   backward; torch.compile of the formula for scale.  At c40eadc this probe also timed one
   program per head tile (half-tiles of 256 ... 2048 elements, 1-16 warps), slower at every
   setting (notes/2026-12-02-probe-pointwise-c40eadc.log); that launch option was removed.
-- Bias + GELU + dropout's backward at 16384 x 8192 (p = 0.1, bias gradient wanted): the flat
-  kernel then a column sum of dx (a fourth pass) against the backward that folds the bias
-  gradient's partial sums into its pass, at 4 ... 32 programs per SM.
+- Bias + GELU + dropout's backward at 16384 x 8192 and 8192 x 4096 (p = 0.1, bias gradient
+  wanted): the flat kernel then a column sum of dx (a fourth pass) against the backward that
+  folds the bias gradient's partial sums into its pass, in programs of 16 ... 128 rows (at
+  c40eadc: in programs of 8 ... 125 rows at 16384 x 8192, and a column sum that read one
+  element a load).
+- RoPE: q's and k's loads issued together (``together``) against tile by tile.
 
     python3 notes/probe_pointwise_layouts.py > $OUT/probe-pointwise.log
 """
@@ -57,30 +60,25 @@ def probe_rope() -> None:
         want_q, want_k = formula(q.double(), k.double(), cos.double(), sin.double())
         us = time_us(lambda i=(q, k, cos, sin): compiled(*i))
         emit(op="rope", T=t, config="torch.compile", us=round(us, 1), TBps=round(moved / us / 1e6, 2))
-        configs = [("row", 2048, None), ("row", 2048, 4)]
-        configs += [("spread", tile, w) for tile in (256, 512, 1024, 2048) for w in (None, "x2")]
-        for layout, tile, warps in configs:
-            default_warps = rope._tiles(d // 2, hq, hk, tile)[3]
-            nw = default_warps * 2 if warps == "x2" else (warps or default_warps)
-            if nw > 16:
-                continue
+        for nw, together in ((2, False), (4, False), (8, False), (2, True), (4, True), (8, True)):
+            name = f"row-w{nw}" + ("-together" if together else "")
             for backward in (False, True):
 
-                def call(b=backward, tile=tile, nw=nw, spread=layout == "spread", i=(q, k, cos, sin, qo, ko)):  # type: ignore[no-untyped-def]
-                    rope.rope_into(*i, backward=b, num_warps=nw, tile_elements=tile, spread=spread)
+                def call(b=backward, nw=nw, tg=together, i=(q, k, cos, sin, qo, ko)):  # type: ignore[no-untyped-def]
+                    rope.rope_into(*i, backward=b, num_warps=nw, together=tg)
 
                 call()
                 err = None
                 if not backward:
                     err = max(float((qo.double() - want_q).abs().max()), float((ko.double() - want_k).abs().max()))
                 us = time_us(call)
-                emit(op="rope", T=t, config=f"row-w{nw}", backward=backward, us=round(us, 1),
+                emit(op="rope", T=t, config=name, backward=backward, us=round(us, 1),
                      TBps=round(moved / us / 1e6, 2), max_abs_err=err)  # fmt: skip
 
 
-def probe_bgd() -> None:
+def probe_bgd(rows: int, width: int) -> None:
     dev = torch.device("cuda")
-    rows, width, p, seed = 16384, 8192, 0.1, 1234
+    p, seed = 0.1, 1234
     g = torch.Generator(device=dev).manual_seed(1)
     x = torch.randn((rows, width), generator=g, device=dev).to(torch.bfloat16)
     b = torch.randn((width,), generator=g, device=dev).to(torch.bfloat16)
@@ -95,24 +93,22 @@ def probe_bgd() -> None:
     ref_db = separate().double()
     ref_dx = dx.clone()
     us = time_us(lambda: bgd.forward_flat(x, b, dx, p, seed))
-    emit(op="bgd", config="forward", us=round(us, 1))
+    emit(op="bgd", shape=[rows, width], config="forward", us=round(us, 1))
     us = time_us(lambda: bgd.backward_flat(dy, x, b, dx, p, seed))
-    emit(op="bgd", config="backward-flat-only", us=round(us, 1), TBps=round(moved / us / 1e6, 2))
+    emit(op="bgd", shape=[rows, width], config="backward-flat-only", us=round(us, 1), TBps=round(moved / us / 1e6, 2))
     us = time_us(separate)
-    emit(op="bgd", config="backward+column_sum", us=round(us, 1), TBps=round(moved / us / 1e6, 2))
-    sms = torch.cuda.get_device_properties(dev).multi_processor_count
-    for per_sm in (2, 4, 8, 16, 32):
-        want = max(1, per_sm * sms // (width // bgd.BLOCK))
-        rps = -(-rows // min(want, rows))
+    emit(op="bgd", shape=[rows, width], config="backward+column_sum", us=round(us, 1), TBps=round(moved / us / 1e6, 2))
+    for rps in (16, 32, 64, 128):
         db = bgd.backward_with_bias_grad(dy, x, b, dx, p, seed, rows_per_split=rps)
         same_dx = bool(torch.equal(dx, ref_dx))
         err = float((db.double() - ref_db).abs().max())
         us = time_us(lambda r=rps: bgd.backward_with_bias_grad(dy, x, b, dx, p, seed, rows_per_split=r))
-        emit(op="bgd", config=f"fused-{per_sm}-per-sm", rows_per_split=rps, us=round(us, 1),
+        emit(op="bgd", shape=[rows, width], config=f"folded-{rps}-rows", us=round(us, 1),
              TBps=round(moved / us / 1e6, 2), same_dx=same_dx, db_err_vs_column_sum=err)  # fmt: skip
 
 
 if __name__ == "__main__":
     emit(gpu=torch.cuda.get_device_name(), sms=torch.cuda.get_device_properties(0).multi_processor_count)
-    probe_bgd()
+    probe_bgd(16384, 8192)
+    probe_bgd(8192, 4096)
     probe_rope()

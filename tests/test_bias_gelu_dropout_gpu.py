@@ -10,8 +10,6 @@ Philox counters 64-bit), misaligned views, a second GPU, no recompilation across
 from __future__ import annotations
 
 import importlib
-import statistics
-import time
 
 import numpy as np
 import pytest
@@ -20,6 +18,7 @@ from test_bias_gelu_dropout import _check_db, _interval, check_specials, referen
 from tolerances import assert_close
 
 from kernels import _rowwise
+from kernels._launch import FastKernel
 from kernels.bias_gelu_dropout import bias_gelu_dropout
 
 # The module: kernels.bias_gelu_dropout may name the function once kernels/__init__.py exports it.
@@ -253,21 +252,26 @@ def test_registered_ops_opcheck_on_gpu() -> None:
     torch.library.opcheck(bgd._bias_gelu_dropout_backward_op, (dy, x.detach(), b.detach(), 0.1, 77, True))
 
 
-def test_eager_host_time_per_call() -> None:
-    """Host time of one eager forward (seed drawn) on a small tensor, launches queued without
-    a sync: the target is 20 us; the bound leaves room for a loaded host."""
-    x = randn((64, 1024), torch.bfloat16, seed=21)
-    b = randn((1024,), torch.bfloat16, seed=22)
-    for _ in range(50):
-        bias_gelu_dropout(x, b, 0.1)
-    torch.cuda.synchronize()
-    samples = []
+def test_eager_calls_stay_on_the_cached_launch(monkeypatch) -> None:
+    """After the first calls, eager forwards (seed drawn) and backwards, the folded bias
+    gradient's and the flat one's, launch through the cached launchers, never Triton's own
+    ``kernel[grid]`` path (tens of µs of host time a call).  Counted, not timed: the host cost
+    itself is the dispatch study's to measure."""
+    cases = [(randn((64, 4096), torch.bfloat16, seed=21), randn((4096,), torch.bfloat16, seed=22)),
+             (randn((64, 1000), torch.bfloat16, seed=23), randn((1000,), torch.bfloat16, seed=24))]  # fmt: skip
+
+    def step(x: torch.Tensor, b: torch.Tensor) -> None:
+        x, b = x.detach().requires_grad_(), b.detach().requires_grad_()
+        torch.autograd.grad(bias_gelu_dropout(x, b, 0.1), (x, b), torch.ones_like(x))
+
+    for x, b in cases:
+        step(x, b)
+    uncached = []
+    real = FastKernel.launch_uncached
+    monkeypatch.setattr(FastKernel, "launch_uncached", lambda s, *a, **kw: uncached.append(1) or real(s, *a, **kw))
     for _ in range(20):
-        t0 = time.perf_counter()
-        for _ in range(100):
+        for x, b in cases:
+            step(x, b)
             bias_gelu_dropout(x, b, 0.1)
-        samples.append((time.perf_counter() - t0) / 100 * 1e6)
-        torch.cuda.synchronize()
-    us = statistics.median(samples)
-    print(f"bias_gelu_dropout eager host time: {us:.1f} us per call")
-    assert us < 60, us
+    torch.cuda.synchronize()
+    assert uncached == []

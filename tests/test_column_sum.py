@@ -38,3 +38,27 @@ def test_float64_sums_reach_every_output_dtype(out_dtype) -> None:
     assert got.dtype == out_dtype
     ulp = torch.finfo(out_dtype).eps  # the interpreter truncates to bfloat16: one ulp, not half
     assert torch.allclose(got.double(), want, rtol=ulp, atol=ulp * float(want.abs().max()))
+
+
+@pytest.mark.parametrize(
+    ("width", "x_pad", "y_pad"), [(1024, 8, 16), (1024, 4, 0), (264, 8, 8), (1000, 2, 6), (1024, 1, 0)], ids=str
+)
+@pytest.mark.parametrize("on", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_strided_rows_inside_nan_guards(width, x_pad, y_pad, on) -> None:
+    """Row views of NaN-filled buffers whose rows are ``width + pad`` apart (strides and widths
+    that are multiples of 8, 4, 2 and 1 elements: the vector width the launch promises the
+    compiler), with ``y`` and a row scale: a load outside a view brings a NaN into a sum.  On
+    the GPU too, where a promise the strides do not keep reads misaligned vectors (the
+    interpreter ignores the promise)."""
+    rows, g = 37, torch.Generator().manual_seed(width * 31 + x_pad * 7 + y_pad)
+    xb = torch.full((rows, width + x_pad), float("nan"), dtype=torch.bfloat16, device=on)
+    yb = torch.full((rows, width + y_pad), float("nan"), dtype=torch.bfloat16, device=on)
+    x, y = xb[:, :width], yb[:, :width]
+    x.copy_(torch.randn((rows, width), generator=g))
+    y.copy_(torch.randn((rows, width), generator=g))
+    scale = torch.rand(rows, generator=g).to(on)
+    plan = ColumnPlan(block_cols=128, rows_per_split=16, splits=3, num_warps=4)
+    got = column_sum(x, plan, y=y, row_scale=scale, out_dtype=torch.float32)
+    want = (x.double() * y.double() * scale.double()[:, None]).sum(dim=0)
+    assert not got.isnan().any()
+    assert torch.allclose(got.double(), want, rtol=1e-5, atol=1e-5 * float(want.abs().max()))

@@ -10,13 +10,13 @@ past 2^31, a tensor on a second GPU and the eager call's host cost."""
 from __future__ import annotations
 
 import importlib
-import time
 
 import pytest
 import torch
 import torch.nn.functional as F
 from tolerances import TOL, assert_close
 
+from kernels._launch import FastKernel
 from kernels.matmul import (
     PERSISTENT_CONFIG,
     VARIANTS,
@@ -304,18 +304,17 @@ def test_cached_launch_matches_tritons_own_launch() -> None:
         assert torch.equal(cached, own), variant
 
 
-def test_eager_host_cost() -> None:
-    """The eager call's host cost (validation, dispatch, allocation, cached launch): the issue's
-    target is 20 µs; this bound only catches a call that falls back to Triton's own launch."""
+def test_eager_calls_stay_on_the_cached_launch(monkeypatch) -> None:
+    """After the first call, eager calls launch through the cached launcher, never Triton's
+    own ``kernel[grid]`` path (tens of µs of host time a call; the issue's target for the
+    whole call is 20 µs).  Counted, not timed: the host cost itself is the dispatch study's."""
     a = randn((64, 256), torch.bfloat16, 80)
     b = randn((256, 256), torch.bfloat16, 81)
-    for _ in range(20):
+    matmul(a, b, variant="fixed")
+    uncached = []
+    real = FastKernel.launch_uncached
+    monkeypatch.setattr(FastKernel, "launch_uncached", lambda s, *a, **kw: uncached.append(1) or real(s, *a, **kw))
+    for _ in range(50):
         matmul(a, b, variant="fixed")
     torch.cuda.synchronize()
-    calls = 2000
-    start = time.perf_counter()
-    for _ in range(calls):
-        matmul(a, b, variant="fixed")
-    per_call = (time.perf_counter() - start) / calls
-    torch.cuda.synchronize()
-    assert per_call < 50e-6, f"eager matmul costs {per_call * 1e6:.1f} µs of host time"
+    assert uncached == []

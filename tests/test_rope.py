@@ -108,10 +108,12 @@ def transposed(batch: int, heads: int, seq: int, width: int, dtype, key) -> torc
     ("hq", "hk", "width"), [(3, 1, 6), (4, 2, 8), (5, 3, 2), (8, 4, 1024), (6, 2, 1024), (4, 3, 8)], ids=str
 )
 @pytest.mark.parametrize("backward", [False, True])
-def test_guard_regions_never_read_or_written(hq, hk, width, dtype, backward) -> None:
+@pytest.mark.parametrize("together", [False, True], ids=["tile-by-tile", "together"])
+def test_guard_regions_never_read_or_written(hq, hk, width, dtype, backward, together) -> None:
     """(Unmasked tiles: 4 / 2 heads of 8, and 8 / 4 heads of 1024 in two and one tiles of 4
     heads; masked: a half of 3 or 1, 6 heads of 1024, whose second tile is half empty, and q's
-    tiles full but k's not, 4 / 3 heads.)
+    tiles full but k's not, 4 / 3 heads.  Both launch forms: tile by tile, and q's and k's
+    loads together where each is one tile.)
     Inputs and tables as views inside NaN buffers with gaps around every dimension, the
     outputs inside buffers of OUT_POISON: no NaN may reach an output (nothing read outside
     a view) and every output guard must keep its poison (nothing written outside a view).
@@ -132,7 +134,7 @@ def test_guard_regions_never_read_or_written(hq, hk, width, dtype, backward) -> 
     qo_buf, qo_view, qo_inside = guarded((batch, seq, hq, width), dtype, OUT_POISON, lead=2)
     ko_buf, ko_view, ko_inside = guarded((batch, seq, hk, width), dtype, OUT_POISON, lead=1)
     q_out, k_out = qo_view.transpose(1, 2), ko_view.transpose(1, 2)
-    rope_into(q, k, cos, sin, q_out, k_out, backward=backward)
+    rope_into(q, k, cos, sin, q_out, k_out, backward=backward, together=together)
     assert guards_intact(qo_buf, qo_inside, OUT_POISON) and guards_intact(ko_buf, ko_inside, OUT_POISON)
     assert not torch.isnan(q_out).any() and not torch.isnan(k_out).any()
     if backward:
@@ -480,7 +482,7 @@ CASES = (("bf16", 8, False, True), ("bf16", 8, True, True), ("fp32", 4, False, T
          ("bf16", 8, False, False), ("bf16", 1, False, False))
 for dt, vec, bwd, even in CASES:  # a Llama head: D = 128, Hq = 32, Hk = 8; masked tiles (even False) too
     consts = {"HALF": 64, "BLOCK_HQ": 32, "BLOCK_HK": 8, "BLOCK_D": 64, "VEC": vec, "BACKWARD": bwd, "ACC": tl.float32,
-              "EVEN": even}
+              "EVEN": even, "ONE_TILE": not bwd}
     sig = {**{p: "*" + dt for p in PTRS}, **{n: "i64" for n in INTS}, **{k: "constexpr" for k in consts}}
     attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(PTRS))}
     src = ASTSource(fn=rope._rope_kernel, signature=sig, constexprs=consts, attrs=attrs)

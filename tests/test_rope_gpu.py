@@ -9,13 +9,13 @@ cache on misaligned views, ``opcheck``, and offsets past 2^31 elements."""
 from __future__ import annotations
 
 import importlib
-import time
 
 import pytest
 import torch
 from test_rope import reference, reference_grads  # the float64 references
 from tolerances import assert_close
 
+from kernels._launch import FastKernel
 from kernels.rope import apply_rotary_pos_emb, rope_into
 
 rope = importlib.import_module("kernels.rope")  # the module (kernels.rope is the function)
@@ -201,22 +201,20 @@ def test_registered_ops_opcheck_on_gpu() -> None:
         torch.library.opcheck(rope._rope_backward_op, (dq_out, dk_out, cos, sin, want_q, want_k))
 
 
-def test_eager_host_overhead_is_a_few_microseconds() -> None:
-    """The no-grad eager call at a decode shape costs little host time (the launch cache's
-    point): a generous bound, to catch a fall off the cached path, not to time it."""
+def test_eager_calls_stay_on_the_cached_launch(monkeypatch) -> None:
+    """After the first call at a decode shape, eager calls launch through the cached
+    launcher, never Triton's own ``kernel[grid]`` path (tens of µs of host time a call).
+    Counted, not timed: the host cost itself is the dispatch study's to measure."""
     q, k = inputs(torch.bfloat16, "bthd", seq=1)
     cos, sin = hf_tables(1, D, torch.bfloat16)
-    for _ in range(20):
+    apply_rotary_pos_emb(q, k, cos, sin)
+    uncached = []
+    real = FastKernel.launch_uncached
+    monkeypatch.setattr(FastKernel, "launch_uncached", lambda s, *a, **kw: uncached.append(1) or real(s, *a, **kw))
+    for _ in range(50):
         apply_rotary_pos_emb(q, k, cos, sin)
     torch.cuda.synchronize()
-    samples = []
-    for _ in range(200):
-        t0 = time.perf_counter()
-        apply_rotary_pos_emb(q, k, cos, sin)
-        samples.append(time.perf_counter() - t0)
-    torch.cuda.synchronize()
-    median_us = sorted(samples)[len(samples) // 2] * 1e6
-    assert median_us < 60.0, f"eager host time {median_us:.1f} us"
+    assert uncached == []
 
 
 def test_offsets_past_two_to_the_31() -> None:
