@@ -59,7 +59,6 @@ from kernels.plans import (
     RowPlan,
     RowPolicy,
     cdiv,
-    next_power_of_2,
     plan_columns,
     plan_rows,
 )
@@ -1421,26 +1420,6 @@ def column_sum(
         (plan.block_cols, COLUMN_BLOCK_ROWS, y is not None, row_scale is not None, acc, vec), plan.num_warps,
     )  # fmt: skip
     _COLUMN_FINAL.launch(key, index, (col_blocks, 1, 1), (part, out, plan.splits, width), (plan.block_cols, acc), 4)
-    return out
-
-
-def sum_partials(part: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
-    """The column sums of ``part``, ``[splits, width]`` contiguous fp32 or fp64 partial sums a
-    kernel wrote, added over the splits in index order (the same bits every run), rounded to
-    ``out_dtype``: shape ``[width]``, on ``part``'s device.  The last step of
-    :func:`column_sum`, for kernels that fold their column partials into another pass."""
-    splits, width = part.shape
-    out = torch.empty(width, device=part.device, dtype=out_dtype)
-    if width == 0:
-        return out
-    if part.is_cuda and part.device.index != current_device():
-        with torch.cuda.device(part.device):
-            return sum_partials(part, out_dtype)
-    block_cols = min(256, next_power_of_2(width))
-    acc = tl.float64 if part.dtype == torch.float64 else tl.float32
-    index = part.device.index if part.is_cuda else -1
-    key = (index, *[(t.dtype, t.data_ptr() % VECTOR_BYTES == 0) for t in (part, out)])
-    _COLUMN_FINAL.launch(key, index, (cdiv(width, block_cols), 1, 1), (part, out, splits, width), (block_cols, acc), 4)
     return out
 
 

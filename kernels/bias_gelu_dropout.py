@@ -53,7 +53,13 @@ passes; the mask and ``gelu'`` are recomputed in registers, Philox costing compu
 bytes), and the bias gradient reads ``dx`` once more: a fixed-order column sum
 (``kernels._rowwise.column_sum``: fp32 partials, no atomics, the same bits every run).  That
 fourth pass is the price of determinism with a flat layout, whose blocks straddle rows: a
-block cannot own a column's partial sum without a ``[programs, F]`` scratch or atomics.
+block cannot own a column's partial sum without a ``[programs, F]`` scratch or atomics.  A
+backward that folded the partial sums into its pass (programs walking one block of columns
+down 16-128 rows, for F a multiple of the block) was measured and dropped (H200, bf16,
+p = 0.1, notes/2026-12-02-probe-pointwise-3596ad1.log): 468 µs at 16384 x 8192 against 439 for
+this kernel and the column sum, 148 against 126 at 8192 x 4096.  The backward holds 122
+registers a thread (four quarters of keep bits live at once), the folded one 145, so three
+programs fit an SM and the folded grid ran in waves.
 
 Layout.  ``input`` is viewed as a flat contiguous vector of ``n = rows * F`` elements; the
 bias index of offset ``o`` is ``o % F``, computed once per quarter block (a vector load of
@@ -77,31 +83,17 @@ import triton.language as tl
 
 from kernels._checks import check_device, check_float, check_same_device, check_tensor, eager_path
 from kernels._launch import FastKernel, current_device
-from kernels._rowwise import COMPILED, column_sum, sm_count, sum_partials
+from kernels._rowwise import COMPILED, column_sum
 from kernels.plans import VECTOR_BYTES, cdiv
 
 QUARTER = 1024  # elements per quarter block: 8 per thread at 4 warps, one 16-byte vector of bf16
 BLOCK = 4 * QUARTER  # elements per program (8 KB of bf16 read and 8 KB written)
 NUM_WARPS = 4
-# The bias gradient folded into the backward's pass where F is a multiple of BLOCK (see
-# _bgd_backward_bias_kernel): programs of BIAS_ROWS_PER_PROGRAM rows, taken where they make at
-# least BIAS_MIN_PROGRAMS_PER_SM programs per SM (the kernel holds 145 registers a thread, so
-# three programs fit an SM; with fewer rows the separate column sum's launch keeps more of the
-# GPU busy).  Measured at c40eadc (H200, 16384 x 8192 bf16, p = 0.1, mean of 20 calls;
-# notes/2026-12-02-probe-pointwise-c40eadc.log): the flat backward and then column_sum 708 µs
-# (the flat kernel alone 331); folded, in programs of 125 / 63 / 32 / 16 / 8 rows: 490 / 505 /
-# 462 / 523 / 637 µs, dx the same bits, db equal to column_sum's.  At 8192 x 4096 (one block
-# of columns, 8-row programs) the study's training step lost 45 µs to the separate path
-# (run bias_gelu_dropout-20261202T092253Z-7ff669a).
-FUSED_BIAS_GRAD = True
-BIAS_ROWS_PER_PROGRAM = 32
-BIAS_MIN_PROGRAMS_PER_SM = 4
 SEED_BOUND = 2**63 - 1  # seeds drawn for seed=None lie in [0, SEED_BOUND); given seeds in [0, 2^63)
 _TWO32 = 2**32
 
 # Bias modes (a constexpr chosen from F alone): how a quarter block finds its bias columns.
 NO_BIAS, BIAS_ALIGNED, BIAS_WRAP_ONCE, BIAS_WRAP_MANY = 0, 1, 2, 3
-_ALIGNED = tl.constexpr(BIAS_ALIGNED)
 
 _GELU_C = tl.constexpr(0.7978845608028654)  # sqrt(2 / pi)
 _GELU_A = tl.constexpr(0.044715)
@@ -295,7 +287,6 @@ def _bwd_quarter(
         tl.store(dx_ptr + offs, dx, mask=offs < n)
     else:
         tl.store(dx_ptr + offs, dx)
-    return dx
 
 
 @triton.jit(do_not_specialize=["n", "width", "seed", "threshold"])
@@ -316,69 +307,8 @@ def _bgd_backward_kernel(
                          threshold, scale32, scale64, QUARTER, BIAS, DROPOUT, True)  # fmt: skip
 
 
-@triton.jit(do_not_specialize=["rows", "width", "rows_per_split", "seed", "threshold"])
-def _bgd_backward_bias_kernel(
-    dy_ptr, x_ptr, b_ptr, dx_ptr, part_ptr, rows: tl.int64, width: tl.int64, rows_per_split: tl.int64,
-    seed: tl.int64, threshold: tl.int64, scale32, scale64: tl.float64,
-    QUARTER: tl.constexpr, V: tl.constexpr, DROPOUT: tl.constexpr, ACC: tl.constexpr,
-):  # fmt: skip
-    # The backward with the bias gradient's partial sums folded in, for widths that are a
-    # multiple of 4 QUARTER: program (c, s) walks block c of rows s R .. s R + R - 1.  Each
-    # such piece of a row is exactly one of the flat kernels' blocks (its first offset
-    # r * width + c * 4 QUARTER is a multiple of the block), so the counters and lanes, and
-    # the keep bits, are the forward's.  The program adds the dx it stores (rounded, as
-    # torch sums the gradient tensor) down its rows in registers and writes one fp32 row of
-    # partial sums: dx is not read back, which the separate column sum did (a fourth pass).
-    block = tl.program_id(0).to(tl.int64)
-    split = tl.program_id(1).to(tl.int64)
-    first = split * rows_per_split
-    last = tl.minimum(first + rows_per_split, rows)
-    n = rows * width
-    # Offsets written (row * blocks + block) * 4 QUARTER (width = blocks * 4 QUARTER, which the
-    # host checked) are visibly multiples of the block to the compiler: 16-byte vector loads.
-    blocks = width // (4 * QUARTER)
-    # The first row's dx starts the sums (a split has at least one row): the accumulators
-    # then take the layout of the vector loads, with no shuffle through shared memory in the
-    # loop (a tl.zeros start has another layout, converted every row).
-    a0, a1, a2, a3 = _bwd_block(dy_ptr, x_ptr, b_ptr, dx_ptr, (first * blocks + block) * (4 * QUARTER), n, width,
-                                seed, threshold, scale32, scale64, QUARTER, V, DROPOUT)  # fmt: skip
-    a0, a1, a2, a3 = a0.to(ACC), a1.to(ACC), a2.to(ACC), a3.to(ACC)
-    for row in range(first + 1, last):
-        d0, d1, d2, d3 = _bwd_block(dy_ptr, x_ptr, b_ptr, dx_ptr, (row * blocks + block) * (4 * QUARTER), n, width,
-                                    seed, threshold, scale32, scale64, QUARTER, V, DROPOUT)  # fmt: skip
-        a0 += d0.to(ACC)
-        a1 += d1.to(ACC)
-        a2 += d2.to(ACC)
-        a3 += d3.to(ACC)
-    out = part_ptr + (split * blocks + block) * (4 * QUARTER) + tl.arange(0, QUARTER)  # part is [splits, width]
-    tl.store(out, a0)
-    tl.store(out + QUARTER, a1)
-    tl.store(out + 2 * QUARTER, a2)
-    tl.store(out + 3 * QUARTER, a3)
-
-
-@triton.jit
-def _bwd_block(
-    dy_ptr, x_ptr, b_ptr, dx_ptr, start, n, width, seed, threshold, scale32, scale64,
-    QUARTER: tl.constexpr, V: tl.constexpr, DROPOUT: tl.constexpr,
-):  # fmt: skip
-    # One whole block of the flat backward at offset start (a multiple of the block),
-    # returning the four quarters' dx as stored.
-    r0, r1, r2, r3 = _randoms(seed, start, QUARTER, V, DROPOUT)
-    d0 = _bwd_quarter(dy_ptr, x_ptr, b_ptr, dx_ptr, start, n, width, r0, threshold, scale32, scale64,
-                      QUARTER, _ALIGNED, DROPOUT, False)  # fmt: skip
-    d1 = _bwd_quarter(dy_ptr, x_ptr, b_ptr, dx_ptr, start + QUARTER, n, width, r1, threshold, scale32, scale64,
-                      QUARTER, _ALIGNED, DROPOUT, False)  # fmt: skip
-    d2 = _bwd_quarter(dy_ptr, x_ptr, b_ptr, dx_ptr, start + 2 * QUARTER, n, width, r2, threshold, scale32, scale64,
-                      QUARTER, _ALIGNED, DROPOUT, False)  # fmt: skip
-    d3 = _bwd_quarter(dy_ptr, x_ptr, b_ptr, dx_ptr, start + 3 * QUARTER, n, width, r3, threshold, scale32, scale64,
-                      QUARTER, _ALIGNED, DROPOUT, False)  # fmt: skip
-    return d0, d1, d2, d3
-
-
 _FORWARD = FastKernel(_bgd_forward_kernel)
 _BACKWARD = FastKernel(_bgd_backward_kernel)
-_BACKWARD_BIAS = FastKernel(_bgd_backward_bias_kernel)
 
 # =============================================================================== eager path
 
@@ -462,51 +392,6 @@ def backward_flat(
         _launch(_BACKWARD, (dy, x, x, dx), 1, p, seed, False)
 
 
-def fold_bias_grad(rows: int, width: int, sms: int) -> bool:
-    """Whether the backward of ``rows`` rows of ``width`` folds the bias gradient into its pass
-    on a GPU of ``sms`` SMs (see ``FUSED_BIAS_GRAD``)."""
-    if not FUSED_BIAS_GRAD or width % BLOCK:
-        return False
-    return (width // BLOCK) * cdiv(rows, BIAS_ROWS_PER_PROGRAM) >= BIAS_MIN_PROGRAMS_PER_SM * sms
-
-
-def bias_grad_splits(rows: int, rows_per_split: int | None = None) -> tuple[int, int]:
-    """(rows per program, programs down the rows) of the folded bias-gradient backward:
-    ``BIAS_ROWS_PER_PROGRAM`` rows (or ``rows_per_split``), more where that would put more
-    than 65535 programs on CUDA's grid axis 1."""
-    per = max(rows_per_split or BIAS_ROWS_PER_PROGRAM, cdiv(rows, 65535))
-    return per, cdiv(rows, per)
-
-
-def backward_with_bias_grad(
-    dy: torch.Tensor, x: torch.Tensor, bias: torch.Tensor, dx: torch.Tensor, p: float, seed: int,
-    rows_per_split: int | None = None,
-) -> torch.Tensor:  # fmt: skip
-    """:func:`backward_flat` into ``dx`` and the bias gradient (returned, ``[F]``, the bias's
-    dtype) in one pass: the fixed-order column sum of the rounded ``dx``, partial sums per
-    ``rows_per_split`` rows (default :func:`bias_grad_splits`) added in a fixed order, so the
-    same bits every run.  ``F`` must be a multiple of ``BLOCK``;
-    tensors contiguous, of one dtype, ``numel() > 0``."""
-    width = bias.shape[0]
-    rows = dx.numel() // width
-    col_blocks = width // BLOCK
-    index = dx.get_device()  # -1 on the CPU (the interpreter)
-    rows_per_split, splits = bias_grad_splits(rows, rows_per_split)
-    wide = torch.float64 if torch.float64 in (dx.dtype, bias.dtype) else torch.float32
-    part = torch.empty((splits, width), device=dx.device, dtype=wide)
-    d = _DROPOUT_ARGS.get(p) or dropout_args(p)
-    dropout, threshold, scale = d
-    key = (index, *[(t.dtype, t.data_ptr() % VECTOR_BYTES == 0) for t in (dy, x, bias, dx, part)])
-    args = (dy, x, bias, dx, part, rows, width, rows_per_split, seed if dropout else 0, threshold, scale, scale)
-    consts = (QUARTER, VECTOR_BYTES // dx.element_size(), dropout, tl.float64 if wide == torch.float64 else tl.float32)
-    if index >= 0 and index != current_device():  # Triton launches on the current GPU
-        with torch.cuda.device(index):
-            _BACKWARD_BIAS.launch(key, index, (col_blocks, splits, 1), args, consts, NUM_WARPS)
-    else:
-        _BACKWARD_BIAS.launch(key, index, (col_blocks, splits, 1), args, consts, NUM_WARPS)
-    return sum_partials(part, bias.dtype)
-
-
 def _forward(x: torch.Tensor, bias: torch.Tensor | None, p: float, seed: int) -> torch.Tensor:
     x = x.contiguous()
     if bias is not None:
@@ -527,15 +412,12 @@ def _backward(
     if bias is not None:
         bias = bias.contiguous()
     dx = torch.empty_like(x, memory_format=torch.contiguous_format)
+    backward_flat(dy, x, bias, dx, p, seed)
     if not want_db or bias is None:
-        backward_flat(dy, x, bias, dx, p, seed)
         return dx, None
     width = bias.shape[0]
     if dx.numel() == 0:
         return dx, torch.zeros(width, device=x.device, dtype=bias.dtype)
-    if fold_bias_grad(dx.numel() // width, width, sm_count(dx.device)):
-        return dx, backward_with_bias_grad(dy, x, bias, dx, p, seed)
-    backward_flat(dy, x, bias, dx, p, seed)
     return dx, column_sum(dx.view(-1, width), out_dtype=bias.dtype)
 
 

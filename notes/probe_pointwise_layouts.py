@@ -8,10 +8,10 @@ time by CUDA events, every input past the L2).  JSON lines.
   program per head tile (half-tiles of 256 ... 2048 elements, 1-16 warps), slower at every
   setting (notes/2026-12-02-probe-pointwise-c40eadc.log); that launch option was removed.
 - Bias + GELU + dropout's backward at 16384 x 8192 and 8192 x 4096 (p = 0.1, bias gradient
-  wanted): the flat kernel then a column sum of dx (a fourth pass) against the backward that
-  folds the bias gradient's partial sums into its pass, in programs of 16 ... 128 rows (at
-  c40eadc: in programs of 8 ... 125 rows at 16384 x 8192, and a column sum that read one
-  element a load).
+  wanted): the flat kernel alone and then a column sum of dx (a fourth pass).  At c40eadc and
+  3596ad1 this probe also timed a backward that folded the bias gradient's partial sums into
+  its pass (programs of 8 ... 128 rows): slower than the separate column sum once that read
+  16-byte vectors (3596ad1: 468 against 439 us, 148 against 126); it was removed.
 - RoPE: q's and k's loads issued together (``together``) against tile by tile.
 
     python3 notes/probe_pointwise_layouts.py > $OUT/probe-pointwise.log
@@ -90,21 +90,12 @@ def probe_bgd(rows: int, width: int) -> None:
         bgd.backward_flat(dy, x, b, dx, p, seed)
         return column_sum(dx.view(-1, width), out_dtype=b.dtype)
 
-    ref_db = separate().double()
-    ref_dx = dx.clone()
     us = time_us(lambda: bgd.forward_flat(x, b, dx, p, seed))
     emit(op="bgd", shape=[rows, width], config="forward", us=round(us, 1))
     us = time_us(lambda: bgd.backward_flat(dy, x, b, dx, p, seed))
     emit(op="bgd", shape=[rows, width], config="backward-flat-only", us=round(us, 1), TBps=round(moved / us / 1e6, 2))
     us = time_us(separate)
     emit(op="bgd", shape=[rows, width], config="backward+column_sum", us=round(us, 1), TBps=round(moved / us / 1e6, 2))
-    for rps in (16, 32, 64, 128):
-        db = bgd.backward_with_bias_grad(dy, x, b, dx, p, seed, rows_per_split=rps)
-        same_dx = bool(torch.equal(dx, ref_dx))
-        err = float((db.double() - ref_db).abs().max())
-        us = time_us(lambda r=rps: bgd.backward_with_bias_grad(dy, x, b, dx, p, seed, rows_per_split=r))
-        emit(op="bgd", shape=[rows, width], config=f"folded-{rps}-rows", us=round(us, 1),
-             TBps=round(moved / us / 1e6, 2), same_dx=same_dx, db_err_vs_column_sum=err)  # fmt: skip
 
 
 if __name__ == "__main__":

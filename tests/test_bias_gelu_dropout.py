@@ -215,70 +215,6 @@ def test_dropout_keeps_scaled_elements_and_gradients_share_the_mask(shape, dtype
     _check_db(db, dx, db_ref, dtype)
 
 
-@pytest.mark.parametrize("rows_per_split", [1, 2, 3, 7])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64], ids=str)
-def test_bias_gradient_folded_into_the_backward(rows_per_split, dtype, monkeypatch) -> None:
-    """Widths that are a multiple of BLOCK take the backward that sums the bias gradient in
-    the same pass (programs of ``rows_per_split`` rows, the last one short at 3): dx must have
-    the bits of the flat backward (the same keep bits, the same arithmetic), db the column
-    sum of that dx, the same bits on a second call, and every split's partial sums written
-    (the scratch is ``torch.empty``; one left unwritten would add garbage)."""
-    rows, width, p, seed = 7, 2 * BLOCK, 0.3, 77
-    empty = torch.empty
-
-    def poisoned(*args, **kwargs):  # every new float buffer starts as NaN
-        t = empty(*args, **kwargs)
-        return t.fill_(float("nan")) if t.is_floating_point() else t
-
-    monkeypatch.setattr(torch, "empty", poisoned)
-    x = randn((rows, width), dtype, ("fold", str(dtype)))
-    b = randn((width,), dtype, ("foldb", str(dtype)))
-    dy = randn((rows, width), dtype, ("foldy", str(dtype)), scale=1.0)
-    flat = torch.full_like(x, float("nan"))
-    bgd.backward_flat(dy, x, b, flat, p, seed)
-    dx = torch.full_like(x, float("nan"))
-    db = bgd.backward_with_bias_grad(dy, x, b, dx, p, seed, rows_per_split=rows_per_split)
-    assert torch.equal(dx, flat)
-    assert db.shape == (width,) and db.dtype == dtype
-    keep = torch.from_numpy(reference_keep(seed, np.arange(rows * width), p)).view(rows, width)
-    dx_ref, db_ref = reference_grads(x, b, dy, keep.double() / (1 - p))
-    assert_close(dx, dx_ref, dtype, "dx")
-    _check_db(db, dx, db_ref, dtype)
-    again = bgd.backward_with_bias_grad(dy, x, b, torch.empty_like(x), p, seed, rows_per_split=rows_per_split)
-    assert torch.equal(db, again)
-
-
-def test_the_public_backward_takes_the_folded_bias_gradient(monkeypatch) -> None:
-    """Through autograd at a width of 2 BLOCK: the folded kernel runs where the rule allows
-    (here lowered to any row count), and its gradients equal the unfolded path's dx bit for
-    bit and its db within rounding; a problem too small for the rule takes the separate
-    column sum."""
-    calls = []
-    real = bgd.backward_with_bias_grad
-    monkeypatch.setattr(bgd, "backward_with_bias_grad", lambda *a, **k: calls.append(1) or real(*a, **k))
-    x = randn((3, 2 * BLOCK), torch.float32, "pub").requires_grad_()
-    b = randn((2 * BLOCK,), torch.float32, "pubb").requires_grad_()
-    dy = randn((3, 2 * BLOCK), torch.float32, "puby", scale=1.0)
-    dx, db = torch.autograd.grad(bias_gelu_dropout(x, b, 0.2, seed=5), (x, b), dy)
-    assert calls == []  # 3 rows: one program, too few to fold
-    monkeypatch.setattr(bgd, "BIAS_MIN_PROGRAMS_PER_SM", 0)
-    dx2, db2 = torch.autograd.grad(bias_gelu_dropout(x, b, 0.2, seed=5), (x, b), dy)
-    assert calls == [1] and torch.equal(dx, dx2)
-    assert_close(db2, db, torch.float32, "db")
-    monkeypatch.setattr(bgd, "FUSED_BIAS_GRAD", False)
-    torch.autograd.grad(bias_gelu_dropout(x, b, 0.2, seed=5), (x, b), dy)
-    assert calls == [1]
-
-
-def test_bias_gradient_splits_cover_the_rows_inside_the_grid() -> None:
-    for rows in (1, 7, 1000, 16384, 10**7):
-        per, splits = bgd.bias_grad_splits(rows)
-        assert per * splits >= rows > per * (splits - 1) and splits <= 65535
-    assert bgd.bias_grad_splits(10, rows_per_split=3) == (3, 4)
-    assert bgd.fold_bias_grad(16384, 8192, 132) and not bgd.fold_bias_grad(8192, 4096, 132)
-    assert not bgd.fold_bias_grad(10**6, 1000, 132)  # not a multiple of the block
-
-
 def _interval(p: float, n: int, z: float = 3.2905) -> tuple[float, float]:
     """Normal-approximation interval of a Binomial(n, p) fraction: 99.9% two-sided by default."""
     half = z * math.sqrt(p * (1 - p) / n)
@@ -529,19 +465,10 @@ def _probe() -> None:
     sizes = {"bf16": 2, "fp32": 4}
     for dt, size in sizes.items():
         for name, fn, ptrs in (("fwd", m._bgd_forward_kernel, ("x_ptr", "b_ptr", "y_ptr")),
-                               ("bwd", m._bgd_backward_kernel, ("dy_ptr", "x_ptr", "b_ptr", "dx_ptr")),
-                               ("bwd_bias", m._bgd_backward_bias_kernel,
-                                ("dy_ptr", "x_ptr", "b_ptr", "dx_ptr", "part_ptr"))):  # fmt: skip
-            if name == "bwd_bias":
-                consts = {"QUARTER": m.QUARTER, "V": 16 // size, "DROPOUT": True, "ACC": tl.float32}
-                ints = {"rows": "i64", "width": "i64", "rows_per_split": "i64", "seed": "i64", "threshold": "i64",
-                        "scale32": "fp32", "scale64": "fp64"}  # fmt: skip
-            else:
-                consts = {"QUARTER": m.QUARTER, "V": 16 // size, "BIAS": m.BIAS_ALIGNED, "DROPOUT": True}
-                ints = {"n": "i64", "width": "i64", "seed": "i64", "threshold": "i64", "scale32": "fp32",
-                        "scale64": "fp64"}  # fmt: skip
-            types = {p: ("*fp32" if p == "part_ptr" else f"*{dt}") for p in ptrs}
-            signature = {**types, **ints, **{k: "constexpr" for k in consts}}
+                               ("bwd", m._bgd_backward_kernel, ("dy_ptr", "x_ptr", "b_ptr", "dx_ptr"))):  # fmt: skip
+            consts = {"QUARTER": m.QUARTER, "V": 16 // size, "BIAS": m.BIAS_ALIGNED, "DROPOUT": True}
+            ints = {"n": "i64", "width": "i64", "seed": "i64", "threshold": "i64", "scale32": "fp32", "scale64": "fp64"}
+            signature = {**{p: f"*{dt}" for p in ptrs}, **ints, **{k: "constexpr" for k in consts}}
             attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(ptrs))}
             kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs),
                                     target=GPUTarget("cuda", 90, 32), options={"num_warps": m.NUM_WARPS})  # fmt: skip
@@ -558,26 +485,18 @@ def _probe() -> None:
 def test_compiled_kernels_use_16_byte_vectors_and_no_shared_memory() -> None:
     """sm_90 PTX (compiled on this CPU): the unmasked blocks load and store 16-byte vectors
     (input, bias and dy), the keep bits reach the data without a shared-memory shuffle, and
-    each thread runs one Philox per 4 elements (8 counters x 10 rounds x 2 mul.hi); the
-    backward that folds in the bias gradient too (its row loop holds one block's Philox)."""
+    each thread runs one Philox per 4 elements (8 counters x 10 rounds x 2 mul.hi)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run([sys.executable, __file__], capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     reports = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    assert len(reports) == 6
+    assert len(reports) == 4
     for r in reports:
         per_quarter = 8 * {"bf16": 2, "fp32": 4}[r["dtype"]] // 16  # 16-byte vectors per thread and quarter
         loads = (2 if r["kernel"] == "fwd" else 3) * 4 * per_quarter  # unmasked: x and bias (and dy), 4 quarters
         assert r["vector_loads"] >= loads and r["vector_stores"] >= 4 * per_quarter, r
-        if r["kernel"] != "bwd_bias":
-            assert r["shared_bytes"] == 0 and r["bar_sync"] == 0, r
-            assert r["mul_hi"] <= 8 * 10 * 2, r
-        else:
-            # its first row peeled off the loop: two blocks' Philox in the code, one per row run;
-            # for a 16-bit dx its fp32 sums change layout once, after the loop, for their store
-            # (one barrier each side of four shuffles); a shuffle per row would add more
-            assert r["mul_hi"] <= 2 * 8 * 10 * 2 and r["bar_sync"] <= 8, r
-            assert r["shared_bytes"] == 0 or r["dtype"] == "bf16", r
+        assert r["shared_bytes"] == 0 and r["bar_sync"] == 0, r
+        assert r["mul_hi"] <= 8 * 10 * 2, r
 
 
 if __name__ == "__main__":
