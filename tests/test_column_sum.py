@@ -41,7 +41,9 @@ def test_float64_sums_reach_every_output_dtype(out_dtype) -> None:
 
 
 @pytest.mark.parametrize(
-    ("width", "x_pad", "y_pad"), [(1024, 8, 16), (1024, 4, 0), (264, 8, 8), (1000, 2, 6), (1024, 1, 0)], ids=str
+    ("width", "x_pad", "y_pad"),
+    [(1024, 8, 16), (1024, 4, 0), (264, 8, 8), (1000, 2, 6), (1024, 1, 0), (1004, 4, 12)],
+    ids=str,
 )
 @pytest.mark.parametrize("on", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_strided_rows_inside_nan_guards(width, x_pad, y_pad, on) -> None:
