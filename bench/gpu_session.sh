@@ -10,7 +10,7 @@
 # grid: softmax's and RMSNorm's cells; grid-rmsnorm: RMSNorm's alone), dispatch / dispatch-quick,
 # specialization / specialization-quick (LAB_SPEC_S), linear_cross_entropy / -quick (LAB_LCE_S),
 # pointwise / pointwise-quick (the RoPE, SwiGLU and bias + GELU + dropout studies, LAB_POINTWISE_S each; LAB_POINTWISE="rope swiglu" a subset),
-# probes (notes/probe_ce_plans.py, probe_rms_bwd.py, probe_swiglu_blocks.py, or LAB_PROBES="probe_rope ...": JSON lines), ncu (notes/ncu_session.sh), cross_entropy / cross_entropy-quick (LAB_CE_S its time
+# probes (notes/probe_ce_plans.py, probe_rms_bwd.py, probe_swiglu_blocks.py, or LAB_PROBES="probe_pointwise_layouts ...": JSON lines), ncu (notes/ncu_session.sh), cross_entropy / cross_entropy-quick (LAB_CE_S its time
 # limit, LAB_CE_ONLY=text runs only the case ids holding it, e.g. "fwd+bwd/bf16": torch.compile compiles every
 # case afresh and each case records every variant's peak memory first, so a full sweep may take several calls),
 # matmul / matmul-quick (GEMM; LAB_MATMUL_S its time limit, LAB_MATMUL_ONLY=text runs only the case ids
