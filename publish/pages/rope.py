@@ -19,12 +19,14 @@ DRAM_BOUND = (
 REASONS = {
     "occupancy": (
         "occupancy",
-        "We think it is occupancy, not traffic: one program of ours rotates all 40 heads of a position, and in "
-        "runs up to commit b6cb1d3 its tiles carried a mask per element; Nsight Compute found that kernel limited "
-        "by its registers to half of each SM's warps and well short of the DRAM's bandwidth, where torch.compile's "
-        "two lighter kernels (one for q, one for k) keep most warps resident (report: "
-        "notes/2026-12-01-ncu-6b751ea/ncu-rope.txt and ncu-rope_compile.txt in the repository). Later commits drop "
-        "the masks where the heads fill the tiles; a run will say whether that closes the gap.",
+        "We think it is latency, not traffic: one program of ours rotates all 40 heads of a position. Up to "
+        "commit b6cb1d3 it ran 8 warps, and Nsight Compute found it limited by its registers to half of each SM's "
+        "warps and well short of the DRAM's bandwidth, where torch.compile's two lighter kernels (one for q, one "
+        "for k) keep most warps resident (report: notes/2026-12-01-ncu-6b751ea/ncu-rope.txt and "
+        "ncu-rope_compile.txt in the repository). From commit 3596ad1 it runs 4 warps and issues q's and k's loads "
+        "before any arithmetic or store; that closed the gap at 16384 positions (probe: "
+        "notes/2026-12-02-probe-pointwise-3596ad1.log). A loss listed here comes from a run of another commit, "
+        "or from a shape that launch has not been timed on.",
     )
 }
 
