@@ -5,18 +5,10 @@ approximate="tanh"), p, training)`` computes, in one launch instead of three (to
 writes ``input + bias``, then the activation, then the output and a byte mask).
 
 Arithmetic.  ``z = input + bias`` and everything after it in float32 registers (float64 for
-float64), rounded once at the store.  ``gelu_tanh(z) = 0.5 z (1 + tanh(u))`` with
-``u = sqrt(2/pi) (z + 0.044715 z^3)`` is evaluated through one exponential as
-``z / (1 + exp(-2u))`` (``1 + tanh(u) = 2 sigmoid(2u)``): no ``1 - 2 / (1 + e)`` cancellation
-for negative ``z`` and no ``inf / inf``; ``exp`` overflowing to inf gives ``-0.0``, as torch
-does.  Its derivative ``s + 2 z q u'`` (``s = 1 / (1 + e)``, ``q = s (1 - s) = 1 / (2 + e +
-1/e)``, ``e = exp(-2u)``) never divides inf by inf either.  Compiled float32 takes ``e`` from
-one ``ex2.approx.ftz`` and each reciprocal from one ``rcp.approx.ftz`` (errors of an ulp or
-two, inside the float32 tolerance; the full-range division is about eight instructions, and
-the kernels are near the point where instructions, not bytes, set the time).  Non-finite
-inputs give what torch's float64 ``gelu`` gives: ``gelu(+inf) = inf``, ``gelu(-inf) = nan``,
-NaN stays NaN, and the gradient is NaN at +-inf (and, in float32, where ``z^2`` overflows),
-as torch's.
+float64), rounded once at the store.  GELU and its derivative are
+:mod:`kernels._activations`' (``z / (1 + exp(-2u))`` from one ``ex2.approx.ftz`` and one
+``rcp.approx.ftz`` in float32; that module says why, and what non-finite inputs give: what
+torch's float64 ``gelu`` gives).
 
 Dropout.  The keep decision of the element at 64-bit linear offset ``o`` is
 ``r(o) >= round(p * 2^32)``, with ``r(o)`` a 32-bit Philox4x32-10 output (Triton's
@@ -81,9 +73,10 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels._activations import gelu_tanh, gelu_tanh_grad
 from kernels._checks import check_device, check_float, check_same_device, check_tensor, eager_path
 from kernels._launch import FastKernel, current_device
-from kernels._rowwise import COMPILED, column_sum
+from kernels._rowwise import column_sum
 from kernels.plans import VECTOR_BYTES, cdiv
 
 QUARTER = 1024  # elements per quarter block: 8 per thread at 4 warps, one 16-byte vector of bf16
@@ -95,67 +88,7 @@ _TWO32 = 2**32
 # Bias modes (a constexpr chosen from F alone): how a quarter block finds its bias columns.
 NO_BIAS, BIAS_ALIGNED, BIAS_WRAP_ONCE, BIAS_WRAP_MANY = 0, 1, 2, 3
 
-_GELU_C = tl.constexpr(0.7978845608028654)  # sqrt(2 / pi)
-_GELU_A = tl.constexpr(0.044715)
-_GELU_K2 = tl.constexpr(-2.0 * 0.7978845608028654 * 1.4426950408889634)  # exp(-2u) = 2^(K2 (z + a z^3))
-_GELU_C3A = tl.constexpr(3.0 * 0.044715 * 0.7978845608028654)  # u' = C + 3 a C z^2
-
 # =============================================================================== kernels
-
-
-@triton.jit
-def _exp2(x):
-    """2^x: one ``ex2.approx.ftz`` compiled in float32 (relative error about 2^-22, results
-    below 2^-126 flushed to 0: e only ever enters through 1 + e and 1 / e, where a flushed
-    e reads as 0 and 1 / 0 as inf, the limits the formulas want).  ``tl.exp2`` otherwise."""
-    if COMPILED:
-        if x.dtype == tl.float32:
-            return tl.inline_asm_elementwise(
-                "ex2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True, pack=1
-            )
-        else:
-            return tl.exp2(x)
-    else:
-        return tl.exp2(x)
-
-
-@triton.jit
-def _rcp(x):
-    """1 / x: one ``rcp.approx.ftz`` compiled in float32 (within an ulp or so; the full-range
-    division it replaces is about eight instructions with its range checks, and the backward
-    takes three per element).  1 / inf = 0, 1 / 0 = inf, NaN stays NaN.  A division otherwise."""
-    if COMPILED:
-        if x.dtype == tl.float32:
-            return tl.inline_asm_elementwise(
-                "rcp.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True, pack=1
-            )
-        else:
-            return 1.0 / x
-    else:
-        return 1.0 / x
-
-
-@triton.jit
-def _gelu_e(z):
-    """e = exp(-2u), u = sqrt(2/pi) (z + 0.044715 z^3): z = +inf gives 0, -inf gives inf."""
-    return _exp2(z * (1.0 + _GELU_A * z * z) * _GELU_K2)
-
-
-@triton.jit
-def _gelu(z):
-    """gelu_tanh(z) = z * sigmoid(2u) = z / (1 + e), in z's dtype (fp32 or fp64)."""
-    return z * _rcp(1.0 + _gelu_e(z))
-
-
-@triton.jit
-def _gelu_grad(z):
-    """d gelu_tanh(z) / dz = s + 2 z q u', s = sigmoid(2u) = 1 / (1 + e),
-    q = s (1 - s) = 1 / (2 + e + 1/e)."""
-    e = _gelu_e(z)
-    s = _rcp(1.0 + e)
-    q = _rcp(2.0 + e + _rcp(e))  # e = 0 or inf: q = 0, never nan
-    du = _GELU_C + _GELU_C3A * z * z
-    return s + (2.0 * z * q) * du  # (z q) first: 0 for large |z| before du overflows (torch's order)
 
 
 @triton.jit
@@ -240,7 +173,7 @@ def _fwd_quarter(
     z = x.to(acc)
     if BIAS != 0:
         z += tl.load(b_ptr + _bias_cols(s, width, BIAS, QUARTER)).to(acc)  # columns always < width: no mask
-    y = _scaled(_gelu(z), r, threshold, scale32, scale64, DROPOUT).to(y_ptr.dtype.element_ty)
+    y = _scaled(gelu_tanh(z), r, threshold, scale32, scale64, DROPOUT).to(y_ptr.dtype.element_ty)
     if MASKED:
         tl.store(y_ptr + offs, y, mask=offs < n)
     else:
@@ -282,7 +215,7 @@ def _bwd_quarter(
     if BIAS != 0:
         z += tl.load(b_ptr + _bias_cols(s, width, BIAS, QUARTER)).to(acc)
     g = _scaled(dy.to(acc), r, threshold, scale32, scale64, DROPOUT)
-    dx = (g * _gelu_grad(z)).to(dx_ptr.dtype.element_ty)
+    dx = (g * gelu_tanh_grad(z)).to(dx_ptr.dtype.element_ty)
     if MASKED:
         tl.store(dx_ptr + offs, dx, mask=offs < n)
     else:

@@ -43,8 +43,14 @@ import triton.language as tl
 
 from kernels._checks import check_device, check_float, check_plan, check_same_device, check_tensor, eager_path
 from kernels._launch import FastKernel, current_device
-from kernels._rowwise import COMPILED, RowCall, RowExtras, RowOp, exp, log, row_layout, run_rows, safe_shift
-from kernels.plans import CROSS_ENTROPY_LOSS_POLICY, CROSS_ENTROPY_POLICY, RowPlan, cdiv, next_power_of_2
+from kernels._rowwise import ALIGN_ROWS, COMPILED, RowCall, RowExtras, RowOp, exp, log, row_layout, run_rows, safe_shift
+from kernels.plans import (
+    CROSS_ENTROPY_LOSS_POLICY,
+    CROSS_ENTROPY_POLICY,
+    RowPlan,
+    cdiv,
+    next_power_of_2,
+)
 
 # =============================================================================== arithmetic
 # Tiles are [R, B]: a = the logits x; c = the row base's column marker of the target (1 at the
@@ -324,15 +330,21 @@ def _forward(
 
 @triton.jit(do_not_specialize=["n_rows", "stride", "g_stride", "blocks"])
 def _scale_rows_kernel(grad_ptr, g_ptr, n_rows: tl.int64, stride: tl.int64, g_stride: tl.int64, blocks: tl.int64,
-                       WIDTH: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
+                       WIDTH: tl.constexpr, BLOCK: tl.constexpr, VEC: tl.constexpr):  # fmt: skip
     # grad[row] *= g[row * g_stride] (g_stride 0: one scalar for all rows), in place, in fp32;
     # a row whose factor is exactly 1 is left alone (no traffic: loss.backward() costs nothing).
+    # VEC > 1: the host checked that the base is 16-byte aligned and the stride a multiple of
+    # VEC elements; multiple_of shows it to the compiler, which otherwise reads a runtime
+    # stride's rows one element at a time.
     pid = tl.program_id(0).to(tl.int64)
     row = pid // blocks
     cols = (pid % blocks) * BLOCK + tl.arange(0, BLOCK)
     g = tl.load(g_ptr + row * g_stride).to(tl.float32)
     if g != 1.0:
-        ptrs = grad_ptr + row * stride + cols
+        start = row * stride
+        if VEC > 1:
+            start = tl.multiple_of(start, VEC)
+        ptrs = grad_ptr + start + cols
         v = tl.load(ptrs, mask=cols < WIDTH, other=0.0)
         if v.dtype == tl.float64:  # noqa: SIM108 (a static branch of the jit)
             v = v * tl.load(g_ptr + row * g_stride)
@@ -361,7 +373,9 @@ def scale_rows_(grad: torch.Tensor, dloss: torch.Tensor) -> torch.Tensor:
     index = grad.device.index if grad.is_cuda else -1
     key = (index, grad.dtype, g.dtype, grad.data_ptr() % 16 == 0, g.data_ptr() % 16 == 0)
     args = (grad, g, n_rows, grad.stride(0), g_stride, blocks)
-    _SCALE_ROWS.launch(key, index, (n_rows * blocks, 1, 1), args, (width, block), 4)
+    vec, align = row_layout((grad,))
+    vec = vec if align == ALIGN_ROWS else 1
+    _SCALE_ROWS.launch(key, index, (n_rows * blocks, 1, 1), args, (width, block, vec), 4)
     return grad
 
 

@@ -33,7 +33,7 @@ import triton.language as tl
 
 from kernels._checks import check_device, check_float, check_plan, check_same_device, check_tensor, eager_path
 from kernels._launch import FastKernel, current_device
-from kernels._rowwise import RowCall, RowExtras, RowOp, column_sum, row_layout, run_rows, sm_count
+from kernels._rowwise import ALIGN_ROWS, RowCall, RowExtras, RowOp, column_sum, row_layout, run_rows, sm_count
 from kernels.plans import PLAN_KINDS, RMSNORM_BACKWARD_POLICY, RMSNORM_POLICY, RowPlan, next_power_of_2
 
 # =============================================================================== arithmetic
@@ -108,6 +108,7 @@ BACKWARD = RowOp("rms_norm_backward", None, _bwd_accumulate, _sum_both, _bwd_app
 FUSED_MAX_WIDTH = 8192
 PLANS = (*PLAN_KINDS, "fused")  # what rms_norm(plan=) accepts
 FUSED_PROGRAMS_PER_SM = 2
+FUSED_STAGES = 1  # rows in flight per program through shared memory (see _bwd_fused_kernel)
 # The planner's backward (plan=None) takes the fused pass from this width up (to
 # FUSED_MAX_WIDTH).  Set from run rmsnorm-20261201T071616Z-ebbf780 (H200, training step,
 # device time): fused against the row plans with a column sum was 0.69x the time at 16384x4096
@@ -119,15 +120,28 @@ FUSED_MIN_WIDTH = 2048
 
 
 @triton.jit
+def _row_start(r, stride, VEC: tl.constexpr):
+    """``r * stride``, shown to be a multiple of VEC (the host checked every stride and base:
+    see :func:`_fused_vec`).  Strides are runtime values (a new stride never recompiles), so
+    without this the compiler can prove no alignment and loads and stores one element at a
+    time: the fused backward did, until 2026-12-02 (PTX for sm_90: 16 ``ld.global.b16`` a row
+    tile where 2 ``ld.global.v4.b32`` do)."""
+    start = r * stride
+    if VEC > 1:
+        start = tl.multiple_of(start, VEC)
+    return start
+
+
+@triton.jit
 def _bwd_fused_loads(h_ptr, dy_ptr, dh_ptr, r, rows, cols, inside, h_stride, dy_stride, dh_stride,
-                     HAS_DH: tl.constexpr):  # fmt: skip
+                     HAS_DH: tl.constexpr, VEC: tl.constexpr):  # fmt: skip
     """One row's h, dy and dh tiles ([1, BLOCK] in their storage dtype; zeros past the last row)."""
     live = inside[None, :] & (r[:, None] < rows)
-    h = tl.load(h_ptr + r[:, None] * h_stride + cols[None, :], mask=live, other=0.0)
-    dy = tl.load(dy_ptr + r[:, None] * dy_stride + cols[None, :], mask=live, other=0.0)
+    h = tl.load(h_ptr + _row_start(r, h_stride, VEC)[:, None] + cols[None, :], mask=live, other=0.0)
+    dy = tl.load(dy_ptr + _row_start(r, dy_stride, VEC)[:, None] + cols[None, :], mask=live, other=0.0)
     dh = h * 0.0
     if HAS_DH:
-        dh = tl.load(dh_ptr + r[:, None] * dh_stride + cols[None, :], mask=live, other=0.0)
+        dh = tl.load(dh_ptr + _row_start(r, dh_stride, VEC)[:, None] + cols[None, :], mask=live, other=0.0)
     return h, dy, dh
 
 
@@ -136,7 +150,7 @@ def _bwd_fused_kernel(
     h_ptr, dy_ptr, dh_ptr, w_ptr, dx_ptr, part_ptr,
     rows: tl.int64, h_stride: tl.int64, dy_stride: tl.int64, dh_stride: tl.int64, dx_stride: tl.int64,
     WIDTH: tl.constexpr, BLOCK: tl.constexpr, EPS: tl.constexpr, HAS_DH: tl.constexpr, ACC: tl.constexpr,
-    PREFETCH: tl.constexpr,
+    PREFETCH: tl.constexpr, VEC: tl.constexpr, STAGES: tl.constexpr,
 ):  # fmt: skip
     pid = tl.program_id(0)
     programs = tl.num_programs(0)
@@ -145,39 +159,47 @@ def _bwd_fused_kernel(
     w = tl.load(w_ptr + cols, mask=inside, other=0.0).to(ACC)
     dw = tl.zeros([BLOCK], dtype=ACC)
     # PREFETCH issues the next row's loads before this row's arithmetic, kept in their 16-bit
-    # storage type (a few registers a thread): with two programs per SM (the registers allow no
-    # more), a row's reductions and stores otherwise leave the SM with nothing in flight (Nsight
-    # Compute, 16384 x 4096 bf16 at 0173ca4: 3.2 TB/s, 25% occupancy).  Timed at 2150860
-    # (notes/2026-12-01-probes-2150860/probe_rms_bwd.log, 1-4 programs per SM x 4/8/16 warps):
-    # no setting won everywhere.  16384 x 4096 stayed best as it is (183.5 us); 8192 x 5120 went
-    # from 160.2 to 132.7 us with prefetch at one program per SM, 4096 x 8192 from 144.1 to 116.1
-    # at one program per SM without it.  So it stays off, and the per-SM rule stays, until a
-    # run fits a rule per width.
-    if PREFETCH:  # (a static branch: without it the kernel is the one the runs before 2150860 timed)
+    # storage type (registers: 150 a thread at 4096 wide and 8 warps, one program per SM).
+    # STAGES > 1 has the compiler do the same through shared memory instead (cp.async, STAGES - 1
+    # rows ahead, no registers held: 93 a thread at 3 stages, as without).  With two programs
+    # per SM (the registers allow no more), a row's reductions and stores otherwise leave the
+    # SM with nothing in flight.  Timed at 2150860, when the loads were still one element at a
+    # time (see _row_start; notes/2026-12-01-probes-2150860/probe_rms_bwd.log, 1-4 programs per
+    # SM x 4/8/16 warps): no PREFETCH setting won everywhere.  16384 x 4096 stayed best without
+    # it (183.5 us); 8192 x 5120 went from 160.2 to 132.7 us with it at one program per SM,
+    # 4096 x 8192 from 144.1 to 116.1 at one program per SM without it.
+    if PREFETCH:  # (a static branch)
         r = (tl.zeros([], tl.int64) + pid)[None]  # [1]: the row tiles are [1, BLOCK], as on the row base
         h_next, dy_next, dh_next = _bwd_fused_loads(h_ptr, dy_ptr, dh_ptr, r, rows, cols, inside, h_stride,
-                                                    dy_stride, dh_stride, HAS_DH)  # fmt: skip
-    for row in range(pid, rows, programs):
+                                                    dy_stride, dh_stride, HAS_DH, VEC)  # fmt: skip
+    for row in tl.range(pid, rows, programs, num_stages=STAGES):
         r = (tl.zeros([], tl.int64) + row)[None]
         if PREFETCH:
             h, dy, dh = h_next.to(ACC), dy_next.to(ACC), dh_next.to(ACC)
             h_next, dy_next, dh_next = _bwd_fused_loads(h_ptr, dy_ptr, dh_ptr, r + programs, rows, cols, inside,
-                                                        h_stride, dy_stride, dh_stride, HAS_DH)  # fmt: skip
-        else:  # the loads as the runs before 2150860 timed them
-            h = tl.load(h_ptr + r[:, None] * h_stride + cols[None, :], mask=inside[None, :], other=0.0).to(ACC)
-            dy = tl.load(dy_ptr + r[:, None] * dy_stride + cols[None, :], mask=inside[None, :], other=0.0).to(ACC)
-            dh = h * 0.0
-            if HAS_DH:
-                dh = tl.load(dh_ptr + r[:, None] * dh_stride + cols[None, :], mask=inside[None, :], other=0.0).to(ACC)
+                                                        h_stride, dy_stride, dh_stride, HAS_DH, VEC)  # fmt: skip
+        else:
+            h, dy, dh = _bwd_fused_loads(h_ptr, dy_ptr, dh_ptr, r, rows, cols, inside, h_stride, dy_stride,
+                                         dh_stride, HAS_DH, VEC)  # fmt: skip
+            h, dy, dh = h.to(ACC), dy.to(ACC), dh.to(ACC)
         m, s = _bwd_accumulate(tl.zeros([1], ACC), tl.zeros([1], ACC), h, dy, dh, w[None, :])
         rstd, scale = _bwd_finish(m, s, WIDTH, EPS)
         dx, _ = _bwd_apply(h, dy, dh, w[None, :], rstd, scale)
-        tl.store(dx_ptr + r[:, None] * dx_stride + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=inside[None, :])
+        dx_at = dx_ptr + _row_start(r, dx_stride, VEC)[:, None] + cols[None, :]
+        tl.store(dx_at, dx.to(dx_ptr.dtype.element_ty), mask=inside[None, :])
         dw += tl.sum(dy * h * rstd[:, None], axis=0)
     tl.store(part_ptr + pid.to(tl.int64) * WIDTH + cols, dw, mask=inside)
 
 
 _BWD_FUSED = FastKernel(_bwd_fused_kernel)
+
+
+def _fused_vec(tensors: tuple[torch.Tensor, ...]) -> int:
+    """Elements per 16-byte vector of the narrowest row tensor where every row of every tensor
+    starts on a 16-byte boundary (the kernel's loads and stores are then whole vectors); 1
+    otherwise (one element at a time, any layout)."""
+    vec, align = row_layout(tensors)
+    return vec if align == ALIGN_ROWS else 1
 
 
 def fused_applies(width: int, weight: torch.Tensor | None) -> bool:
@@ -203,20 +225,23 @@ def backward_fused(
     *,
     prefetch: bool = False,
     num_warps: int | None = None,
+    stages: int | None = None,
 ) -> torch.Tensor:
     """Write dx into ``dx2d`` and return the weight gradient (``[width]``, the weight's dtype)
     from one persistent pass over ``h2d``, ``dy2d`` (and ``dh2d``) plus a column sum of the
     programs' partials.  Row tensors ``[rows, width]`` with a contiguous last dimension,
     ``width <= FUSED_MAX_WIDTH``; ``programs``: how many (default: ``FUSED_PROGRAMS_PER_SM``
     per SM, at most one per row); ``prefetch``: load the next row before this row's arithmetic;
-    ``num_warps``: default 4/8/16 by row block (both for notes/probe_rms_bwd.py)."""
+    ``num_warps``: default 4/8/16 by row block; ``stages``: rows in flight through shared
+    memory (default ``FUSED_STAGES``; the last three for notes/probe_rms_bwd.py)."""
     n_rows, width = h2d.shape
     acc_dtype = torch.float64 if h2d.dtype == torch.float64 else torch.float32
     if n_rows == 0:
         return torch.zeros(width, device=h2d.device, dtype=weight.dtype)
     if h2d.is_cuda and h2d.device.index != current_device():  # Triton launches on the current GPU
         with torch.cuda.device(h2d.device):
-            return backward_fused(h2d, dy2d, dx2d, weight, eps, dh2d, programs, prefetch=prefetch, num_warps=num_warps)
+            return backward_fused(h2d, dy2d, dx2d, weight, eps, dh2d, programs, prefetch=prefetch,
+                                  num_warps=num_warps, stages=stages)  # fmt: skip
     programs = min(n_rows, programs or FUSED_PROGRAMS_PER_SM * sm_count(h2d.device))
     part = torch.empty((programs, width), device=h2d.device, dtype=acc_dtype)
     block = next_power_of_2(width)
@@ -225,10 +250,12 @@ def backward_fused(
     index = h2d.device.index if h2d.is_cuda else -1
     key = (index, *[(t.dtype, t.data_ptr() % 16 == 0) for t in (h2d, dy2d, dh, weight, dx2d, part)])
     acc = tl.float64 if acc_dtype == torch.float64 else tl.float32
+    rows_t = (h2d, dy2d, dh, dx2d)
     _BWD_FUSED.launch(
         key, index, (programs, 1, 1),
         (h2d, dy2d, dh, weight, dx2d, part, n_rows, h2d.stride(0), dy2d.stride(0), dh.stride(0), dx2d.stride(0)),
-        (width, block, float(eps), dh2d is not None, acc, prefetch), warps,
+        (width, block, float(eps), dh2d is not None, acc, prefetch, _fused_vec(rows_t), stages or FUSED_STAGES),
+        warps,
     )  # fmt: skip
     return column_sum(part, out_dtype=weight.dtype)
 
