@@ -24,8 +24,9 @@ The variants:
   loading through TMA tensor descriptors made on the device (``tl.make_tensor_descriptor``;
   Hopper's copy engine moves the tiles into shared memory without the warps issuing
   addresses), the loop nest flattened so the pipeline does not drain between tiles.
-  Default tile 128x256x64, 3 stages, 8 warps (the tile that reached ~0.97-1.0x cuBLAS at
-  4096³/8192³ on the H200 in one probe).  Layouts TMA cannot read (an inner stride that is
+  Default tile 128x256x64, 3 stages, 8 warps, grouped by 16 tile rows (the tile that reached
+  ~0.97-1.0x cuBLAS at 4096³/8192³ on the H200 in one probe; the group from a second,
+  ``PERSISTENT_CONFIG``).  Layouts TMA cannot read (an inner stride that is
   not 1, a row stride or base that is not 16-byte aligned) take the same persistent loop
   with pointer loads.  The descriptors need global scratch (``triton.set_allocator``, set
   lazily with a torch allocation).  The Triton interpreter runs the descriptors too, so the
@@ -408,7 +409,13 @@ class TileConfig:
 
 
 FIXED_CONFIG = TileConfig(128, 128, 32, 8, 3, 4)
-PERSISTENT_CONFIG = TileConfig(128, 256, 64, 8, 3, 8)  # the probe's tile (see the module docstring)
+# The probe's tile (see the module docstring) in groups of 16 tile rows: notes/probe_matmul_tiles.py
+# at f73b7c2 (H200, interleaved rounds beside cuBLAS; notes/2026-12-02-probe-matmul-tiles-f73b7c2.log)
+# timed GROUP_M 1/4/8/16, 3-4 stages and five other tiles: groups of 16 were the fastest of
+# the 128x256x64 variants at 4096³ in both dtypes (0.989x and 0.995x cuBLAS's speed, where
+# groups of 8 were 0.960x and 0.992x) and at 8192³ (1.044x and 1.056x against 1.023x
+# both); 256x128, 128x128 and 128-deep steps were 3-30% slower everywhere.
+PERSISTENT_CONFIG = TileConfig(128, 256, 64, 16, 3, 8)
 PERSISTENT_CONFIG_FP32 = TileConfig(128, 128, 32, 8, 3, 8)  # 4-byte operands: the 16-bit tile's shared memory
 SPLIT_K_BLOCK_N = 128
 # The interpreter runs programs one after another in numpy: small tiles, so that the tests'

@@ -107,15 +107,24 @@ BACKWARD = RowOp("rms_norm_backward", None, _bwd_accumulate, _sum_both, _bwd_app
 
 FUSED_MAX_WIDTH = 8192
 PLANS = (*PLAN_KINDS, "fused")  # what rms_norm(plan=) accepts
-FUSED_PROGRAMS_PER_SM = 2
-FUSED_STAGES = 1  # rows in flight per program through shared memory (see _bwd_fused_kernel)
+# Programs per SM and rows in flight, from notes/probe_rms_bwd.py at f73b7c2 (H200, bf16,
+# the kernel alone, device time by events; notes/2026-12-02-probe-rms-bwd-f73b7c2.log): rows
+# up to 4096 wide at 2 programs per SM and 3 stages (16384 x 4096: 109.2 us, 3.69 TB/s, where
+# the one-element loads took 164-183 and the vector loads without stages 134.5; with a
+# residual 141.4 against 154.7), wider rows at 1 program per SM (16 warps; 96-99 registers
+# a thread leave room for no second) and 3 stages (8192 x 5120: 92.2 against 134.8 for the
+# old default, 8192 x 7168: 105.2 against 150.0, 4096 x 8192: 63-69 against 90.1).
+FUSED_STAGES = 3
+FUSED_SMEM_BYTES = 200 * 1024  # of the 227 KB a program may use on an H100/H200: room for the reductions
 # The planner's backward (plan=None) takes the fused pass from this width up (to
-# FUSED_MAX_WIDTH).  Set from run rmsnorm-20261201T071616Z-ebbf780 (H200, training step,
-# device time): fused against the row plans with a column sum was 0.69x the time at 16384x4096
-# bf16 (313 against 453 us), 0.74x at 4096x4096, 0.79-0.68x at 8192x5120 and 8192x7168 and
-# even at 512x4097; at 1024x1024 it lost in every dtype (19.2 against 16.7 us in bf16: a
-# program walks one narrow row at a time where the row plan packs two).  Widths between 1024
-# and 4096 were not measured: the next run is this rule's held-out check.
+# FUSED_MAX_WIDTH), where every row starts on a 16-byte boundary.  The width from run
+# rmsnorm-20261201T071616Z-ebbf780 (H200, training step, device time): fused against the row
+# plans with a column sum was 0.69x the time at 16384x4096 bf16 (313 against 453 us), 0.74x
+# at 4096x4096, 0.79-0.68x at 8192x5120 and 8192x7168; at 1024x1024 it lost in every dtype
+# (19.2 against 16.7 us in bf16: a program walks one narrow row at a time where the row plan
+# packs two).  The alignment from run rmsnorm-20261202T094537Z-2a0bb53: at 512x4097 the row
+# plans won (28.2 against 32.2 us); rows 4097 wide start off the 16-byte grid, where the
+# fused kernel reads one element at a time and the row plans read through a window.
 FUSED_MIN_WIDTH = 2048
 
 
@@ -208,10 +217,23 @@ def fused_applies(width: int, weight: torch.Tensor | None) -> bool:
     return weight is not None and 0 < width <= FUSED_MAX_WIDTH
 
 
-def fused_by_default(width: int, weight: torch.Tensor | None) -> bool:
+def fused_by_default(width: int, weight: torch.Tensor | None, rows: tuple[torch.Tensor, ...]) -> bool:
     """Whether the planner's backward (``plan=None``) takes the fused pass: where it
-    applies and the rows are at least ``FUSED_MIN_WIDTH`` wide (see there)."""
-    return fused_applies(width, weight) and width >= FUSED_MIN_WIDTH
+    applies, the rows are at least ``FUSED_MIN_WIDTH`` wide and every row of the row tensors
+    ``rows`` starts on a 16-byte boundary (see there)."""
+    return fused_applies(width, weight) and width >= FUSED_MIN_WIDTH and _fused_vec(rows) > 1
+
+
+def fused_geometry(block: int, row_bytes: int) -> tuple[int, int, int]:
+    """(programs per SM, warps, stages) of the fused pass for rows held in ``block``-element
+    tiles, ``row_bytes`` bytes of input rows a row (h, dy and dh together): see
+    ``FUSED_STAGES``.  Stages drop where their shared memory would not fit."""
+    per_sm = 2 if block <= 4096 else 1
+    warps = 4 if block <= 1024 else 8 if block <= 4096 else 16
+    stages = FUSED_STAGES
+    while stages > 1 and stages * row_bytes > FUSED_SMEM_BYTES:
+        stages -= 1
+    return per_sm, warps, stages
 
 
 def backward_fused(
@@ -230,10 +252,10 @@ def backward_fused(
     """Write dx into ``dx2d`` and return the weight gradient (``[width]``, the weight's dtype)
     from one persistent pass over ``h2d``, ``dy2d`` (and ``dh2d``) plus a column sum of the
     programs' partials.  Row tensors ``[rows, width]`` with a contiguous last dimension,
-    ``width <= FUSED_MAX_WIDTH``; ``programs``: how many (default: ``FUSED_PROGRAMS_PER_SM``
-    per SM, at most one per row); ``prefetch``: load the next row before this row's arithmetic;
-    ``num_warps``: default 4/8/16 by row block; ``stages``: rows in flight through shared
-    memory (default ``FUSED_STAGES``; the last three for notes/probe_rms_bwd.py)."""
+    ``width <= FUSED_MAX_WIDTH``; ``programs``: how many (at most one per row), ``num_warps``
+    and ``stages`` (rows in flight through shared memory): defaults from
+    :func:`fused_geometry`; ``prefetch``: load the next row into registers before this row's
+    arithmetic (the last four for notes/probe_rms_bwd.py)."""
     n_rows, width = h2d.shape
     acc_dtype = torch.float64 if h2d.dtype == torch.float64 else torch.float32
     if n_rows == 0:
@@ -242,11 +264,13 @@ def backward_fused(
         with torch.cuda.device(h2d.device):
             return backward_fused(h2d, dy2d, dx2d, weight, eps, dh2d, programs, prefetch=prefetch,
                                   num_warps=num_warps, stages=stages)  # fmt: skip
-    programs = min(n_rows, programs or FUSED_PROGRAMS_PER_SM * sm_count(h2d.device))
-    part = torch.empty((programs, width), device=h2d.device, dtype=acc_dtype)
     block = next_power_of_2(width)
-    warps = num_warps or (4 if block <= 1024 else 8 if block <= 4096 else 16)
     dh = h2d if dh2d is None else dh2d
+    row_bytes = block * sum(t.element_size() for t in ((h2d, dy2d) if dh2d is None else (h2d, dy2d, dh2d)))
+    per_sm, warps, fit_stages = fused_geometry(block, row_bytes)
+    programs = min(n_rows, programs or per_sm * sm_count(h2d.device))
+    part = torch.empty((programs, width), device=h2d.device, dtype=acc_dtype)
+    warps = num_warps or warps
     index = h2d.device.index if h2d.is_cuda else -1
     key = (index, *[(t.dtype, t.data_ptr() % 16 == 0) for t in (h2d, dy2d, dh, weight, dx2d, part)])
     acc = tl.float64 if acc_dtype == torch.float64 else tl.float32
@@ -254,7 +278,7 @@ def backward_fused(
     _BWD_FUSED.launch(
         key, index, (programs, 1, 1),
         (h2d, dy2d, dh, weight, dx2d, part, n_rows, h2d.stride(0), dy2d.stride(0), dh.stride(0), dx2d.stride(0)),
-        (width, block, float(eps), dh2d is not None, acc, prefetch, _fused_vec(rows_t), stages or FUSED_STAGES),
+        (width, block, float(eps), dh2d is not None, acc, prefetch, _fused_vec(rows_t), stages or fit_stages),
         warps,
     )  # fmt: skip
     return column_sum(part, out_dtype=weight.dtype)
@@ -371,7 +395,7 @@ def _backward(
     h2d = _rows(h, width)
     dy2d = _rows(dy, width)  # an expanded gradient (of y.sum()) is copied here
     dx2d = torch.empty_like(h2d, memory_format=torch.contiguous_format)
-    if plan is None and want_dw and fused_by_default(width, weight):
+    if plan is None and want_dw and fused_by_default(width, weight, (h2d, dy2d, dx2d)):
         plan = "fused"
     if plan == "fused":
         if want_dw and fused_applies(width, weight):
@@ -584,8 +608,9 @@ def rms_norm(
         residual: ``x``'s shape and dtype.  Given, ``h = x + residual`` (summed in fp32) is
             normalized and returned as the updated residual, in the same launch.
         plan: ``None`` lets the planner choose (its backward is the fused pass below for
-            rows ``FUSED_MIN_WIDTH`` to ``FUSED_MAX_WIDTH`` wide when the weight's gradient
-            is wanted, a row plan and a column sum otherwise); ``"block"``, ``"looped"`` or
+            rows ``FUSED_MIN_WIDTH`` to ``FUSED_MAX_WIDTH`` wide, each starting on a 16-byte
+            boundary, when the weight's gradient is wanted; a row plan and a column sum
+            otherwise); ``"block"``, ``"looped"`` or
             ``"split"`` forces one row plan, forward and backward (as for softmax);
             ``"fused"`` keeps the planner's forward and runs the backward as one persistent
             pass that also sums the weight gradient's partials (rows up to

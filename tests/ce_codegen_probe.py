@@ -72,10 +72,17 @@ def main() -> None:
                 report = {"rows": n_rows, "width": width, "plan": plan.label, "op": op.name, "softcap": arg[0] > 0}
                 print(json.dumps({**report, **compile_step(step, plan.num_warps)}), flush=True)
     signature = {"grad_ptr": "*bf16", "g_ptr": "*fp32", "n_rows": "i64", "stride": "i64", "g_stride": "i64",
-                 "blocks": "i64", "WIDTH": "constexpr", "BLOCK": "constexpr"}  # fmt: skip
-    source = ASTSource(fn=_scale_rows_kernel, signature=signature, constexprs={"WIDTH": 128256, "BLOCK": 4096})
-    triton.compile(source, target=H90, options={"num_warps": 4})
-    print(json.dumps({"kernel": "_scale_rows_kernel", "compiled": True}))
+                 "blocks": "i64", "WIDTH": "constexpr", "BLOCK": "constexpr", "VEC": "constexpr"}  # fmt: skip
+    for vec in (8, 1):  # rows on the 16-byte grid (the host checked), and not
+        consts = {"WIDTH": 128256, "BLOCK": 4096, "VEC": vec}
+        attrs = {(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]]}
+        source = ASTSource(fn=_scale_rows_kernel, signature=signature, constexprs=consts, attrs=attrs)
+        ptx = triton.compile(source, target=H90, options={"num_warps": 4}).asm["ptx"]
+        ops = Counter(re.findall(r"\b((?:ld|st)\.global[\w.:]*)", ptx))
+        loads = {o: n for o, n in ops.items() if o.startswith("ld.")}
+        print(json.dumps({"kernel": "_scale_rows_kernel", "vec": vec,
+                          "vector_loads": sum(n for o, n in loads.items() if ".v4." in o),
+                          "scalar_16bit_loads": sum(n for o, n in loads.items() if o.endswith("b16"))}))  # fmt: skip
 
 
 if __name__ == "__main__":

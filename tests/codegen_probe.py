@@ -30,8 +30,8 @@ INTS = {"n_rows": "i64", "a_stride": "i64", "b_stride": "i64", "c_stride": "i64"
 PLAIN = {"EXT": 0, "FINISH": None, "M_INIT": float("-inf"), "ARG": 0.0}
 
 
-def compile_kernel(fn, pointers: dict[str, str], consts: dict, warps: int) -> dict:
-    signature = {**pointers, **INTS, **{k: "constexpr" for k in consts}}
+def compile_kernel(fn, pointers: dict[str, str], consts: dict, warps: int, ints: dict[str, str] = INTS) -> dict:
+    signature = {**pointers, **ints, **{k: "constexpr" for k in consts}}
     attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(pointers))}  # every pointer 16-byte aligned
     kernel = triton.compile(
         ASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs),
@@ -46,6 +46,7 @@ def compile_kernel(fn, pointers: dict[str, str], consts: dict, warps: int) -> di
         "vector_stores": sum(n for op, n in ops.items() if op.startswith("st.") and ".v4." in op),
         "scalar_16bit_stores": sum(n for op, n in ops.items() if op.startswith("st.") and op.endswith("b16")),
         "shared_bytes": kernel.metadata.shared,
+        "async_copies": len(re.findall(r"\bcp\.async\.\w+\.shared\.global", ptx)),
     }
 
 
@@ -145,6 +146,26 @@ def extended() -> None:
             )
             for plan, report in (("looped", looped), ("block", block)):
                 print(json.dumps({"op": name, "width": width, "align": 1, "plan": plan, **report}), flush=True)
+    fused()
+
+
+def fused() -> None:
+    """RMSNorm's fused backward (a persistent pass of its own, runtime row strides): with the
+    strides' multiple shown (VEC 8, rows on the 16-byte grid) and without (VEC 1), with and
+    without rows in flight through shared memory (STAGES)."""
+    from kernels.rmsnorm import _bwd_fused_kernel
+
+    ptrs = {"h_ptr": "*bf16", "dy_ptr": "*bf16", "dh_ptr": "*bf16", "w_ptr": "*bf16", "dx_ptr": "*bf16",
+            "part_ptr": "*fp32"}  # fmt: skip
+    ints = {"rows": "i64", "h_stride": "i64", "dy_stride": "i64", "dh_stride": "i64", "dx_stride": "i64"}
+    for width, warps in ((4096, 8), (5120, 16)):
+        for vec in (8, 1):
+            for stages in (1, 3):
+                c = {"WIDTH": width, "BLOCK": triton.next_power_of_2(width), "EPS": 1e-6, "HAS_DH": True,
+                     "ACC": tl.float32, "PREFETCH": False, "VEC": vec, "STAGES": stages}  # fmt: skip
+                report = compile_kernel(_bwd_fused_kernel, ptrs, c, warps, ints)
+                row = {"op": "rms_bwd_fused", "width": width, "align": 1 if vec > 1 else 0, "plan": "fused"}
+                print(json.dumps({**row, "stages": stages, **report}), flush=True)
 
 
 if __name__ == "__main__":

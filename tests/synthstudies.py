@@ -217,6 +217,7 @@ def matmul_times(name: str, case: dict[str, Any], flops: int, nbytes: int) -> tu
         "triton-group1": ours * (1.15 if m >= 8192 else 1.0),
         "triton-group4": ours * 1.01,
         "triton-group8": ours,
+        "triton-group16": ours * 0.995,
         "cublas": mm,
         "compile": mm * 1.05,
         "cublas-bias": mm * 1.02,

@@ -15,10 +15,20 @@ PROBE = Path(__file__).with_name("ce_codegen_probe.py")
 
 
 @pytest.fixture(scope="module")
-def reports() -> list[dict]:
+def all_reports() -> list[dict]:
     done = subprocess.run([sys.executable, str(PROBE)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{") and '"plan"' in line]
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+@pytest.fixture(scope="module")
+def reports(all_reports) -> list[dict]:
+    return [r for r in all_reports if "plan" in r]
+
+
+@pytest.fixture(scope="module")
+def scale_reports(all_reports) -> list[dict]:
+    return [r for r in all_reports if r.get("kernel") == "_scale_rows_kernel"]
 
 
 def test_cross_entropy_loops_call_no_libdevice(reports) -> None:
@@ -52,3 +62,12 @@ def test_soft_capping_of_16_bit_logits_costs_a_few_instructions_per_element(repo
             plain, capped = count(width, op, False), count(width, op, True)
             bound = 1.4 if op == "cross_entropy_loss" else 2.4
             assert capped <= bound * plain, (width, op, plain, capped)
+
+
+def test_backward_row_scaling_reads_vectors_through_a_runtime_stride(scale_reports) -> None:
+    # grad[row] *= dloss[row] (reduction "none", or a mean/sum gradient other than 1) walks
+    # rows at a runtime stride: with the stride's multiple shown, 16-byte vectors; without it
+    # (the kernel before 2026-12-02, and rows off the 16-byte grid now) one element at a time.
+    by_vec = {r["vec"]: r for r in scale_reports}
+    assert by_vec[8]["vector_loads"] > 0 and by_vec[8]["scalar_16bit_loads"] == 0, by_vec
+    assert by_vec[1]["scalar_16bit_loads"] > 0, by_vec

@@ -257,6 +257,7 @@ def test_matmul_page_states_targets_rates_and_evidence(mm_site) -> None:
     assert len(grouping["rows"]) == 4
     big = next(r["cells"] for r in grouping["rows"] if "8192" in r["cells"]["case"]["text"])
     assert big["g8"]["value"] > 1.1 and big["fits"]["text"].startswith("exceed the L2: 256 MiB")
+    assert big["g16"]["value"] > big["g8"]["value"]  # a group a run timed gets its own column
     decode = _table(mm_site, "matmul-decode")
     assert {r["cells"]["case"]["text"] for r in decode["rows"]} == {
         "Forward, bf16, 16×4096×4096",

@@ -84,7 +84,7 @@ QUICK_EPILOGUE = [("mm_bias_gelu", (8192, 8192, 8192))]
 FORCED = ("fixed", "autotuned", "persistent", "split_k")  # kernels.matmul.VARIANTS, each forced
 DECODE_MAX_M = 128  # split-K is offered where M is at most this (a decode shape)
 # The grouping study: one tile, three tile orders (GROUP_M), at these shapes.
-GROUPS = (1, 4, 8)
+GROUPS = (1, 4, 8, 16)
 GROUP_TILE = {"block_m": 128, "block_n": 256, "block_k": 64, "num_stages": 3, "num_warps": 8}
 GROUP_VARIANT = "persistent"
 GROUP_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192)]

@@ -11,7 +11,7 @@ from publish.claims import Claim, sentence
 from publish.numbers import Num
 from publish.results import CaseResult
 from publish.studypage.claims import eager_flips, pairwise, warm_exceeds_dram
-from publish.studypage.common import DEVICE_TIME, cases_evidence, l2_cell, time_or_why
+from publish.studypage.common import DEVICE_TIME, ELEM_BYTES, cases_evidence, l2_cell, time_or_why
 from publish.studypage.rowwise import COPY_TARGET, QUACK_TARGET, WHY_QUACK, WIDE_COLD_TARGET
 from publish.studypage.spec import (
     DIRECTION_TITLES,
@@ -125,8 +125,14 @@ def fused_table(view: StudyView) -> Table | None:
 def _fused_by_default(c: CaseResult) -> bool:
     """Whether the planner's backward of the run's commit took the fused pass in this case:
     the run records the width it does so from (runs before that default: every case)."""
-    threshold = c.variants[FUSED].raw.get("meta", {}).get("default_from_width")
-    return threshold is None or int(c.params["cols"]) >= int(threshold)
+    meta = c.variants[FUSED].raw.get("meta", {})
+    threshold = meta.get("default_from_width")
+    if threshold is not None and int(c.params["cols"]) < int(threshold):
+        return False
+    # Since 2026-12-02 the default also needs rows on the 16-byte grid: contiguous rows of a
+    # width that is a multiple of 16 bytes.
+    vec = 16 // ELEM_BYTES.get(str(c.params.get("dtype")), 2)
+    return not meta.get("default_needs_aligned_rows") or int(c.params["cols"]) % vec == 0
 
 
 def fused_observations(view: StudyView) -> list[Claim]:

@@ -16,7 +16,7 @@ from publish.numbers import Num, definition
 from publish.results import CaseResult
 from publish.studypage.charts import missing
 from publish.studypage.claims import eager_flips, pairwise, warm_exceeds_dram
-from publish.studypage.common import DEVICE_TIME, EAGER_CALL, cases_evidence, l2_cell, time_or_why
+from publish.studypage.common import DEVICE_TIME, EAGER_CALL, ELEM_BYTES, cases_evidence, l2_cell, time_or_why
 from publish.studypage.rowwise import COPY_TARGET, QUACK_TARGET, WHY_QUACK, WIDE_COLD_TARGET
 from publish.studypage.spec import (
     DIRECTION_TITLES,
@@ -160,15 +160,12 @@ def plans_chart(view: StudyView) -> Chart | None:
     )
 
 
-_ELEM_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8}
-
-
 def _shipped_plan(c: CaseResult, backward: bool) -> str:
     """The plan the shipped planner (kernels/plans.py) picks for a case on the GPU the run
     measured, as ``kind-block``."""
     from kernels.plans import SOFTMAX_BACKWARD_POLICY, SOFTMAX_POLICY, VECTOR_BYTES, plan_rows
 
-    rows, cols, elem = c.params["rows"], c.params["cols"], _ELEM_BYTES[c.params["dtype"]]
+    rows, cols, elem = c.params["rows"], c.params["cols"], ELEM_BYTES[c.params["dtype"]]
     vec = VECTOR_BYTES // elem
     pad = vec - 1 if rows > 1 and cols % vec else 0
     policy = SOFTMAX_BACKWARD_POLICY if backward else SOFTMAX_POLICY
@@ -383,7 +380,7 @@ def quack_observations(view: StudyView) -> list[Claim]:
         return out
     if not ran:
         return out
-    unaligned = [c for c in ran if (c.params["cols"] * _ELEM_BYTES.get(c.params["dtype"], 2)) % 16]
+    unaligned = [c for c in ran if (c.params["cols"] * ELEM_BYTES.get(c.params["dtype"], 2)) % 16]
     refused = [c for c in ran if (c.variants["quack"].error or "").startswith("refused")]
     out.append(
         Claim(

@@ -13,6 +13,7 @@ from publish.tables import Table, Text
 
 # The two measurements, named the same way everywhere on a page.
 DEVICE_TIME = MEASURES[DEVICE_SAMPLES]
+ELEM_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8}  # a run's dtype names and their sizes
 EAGER_CALL = MEASURES[EAGER]
 # What a sweep records for a peer whose package the machine lacked ("refused: quack-kernels is not
 # installed (...)"): that run made no comparison with it, which is not a refusal of the case.
