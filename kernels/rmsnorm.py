@@ -117,14 +117,15 @@ PLANS = (*PLAN_KINDS, "fused")  # what rms_norm(plan=) accepts
 FUSED_STAGES = 3
 FUSED_SMEM_BYTES = 200 * 1024  # of the 227 KB a program may use on an H100/H200: room for the reductions
 # The planner's backward (plan=None) takes the fused pass from this width up (to
-# FUSED_MAX_WIDTH), where every row starts on a 16-byte boundary.  The width from run
-# rmsnorm-20261201T071616Z-ebbf780 (H200, training step, device time): fused against the row
-# plans with a column sum was 0.69x the time at 16384x4096 bf16 (313 against 453 us), 0.74x
-# at 4096x4096, 0.79-0.68x at 8192x5120 and 8192x7168; at 1024x1024 it lost in every dtype
-# (19.2 against 16.7 us in bf16: a program walks one narrow row at a time where the row plan
-# packs two).  The alignment from run rmsnorm-20261202T094537Z-2a0bb53: at 512x4097 the row
-# plans won (28.2 against 32.2 us); rows 4097 wide start off the 16-byte grid, where the
-# fused kernel reads one element at a time and the row plans read through a window.
+# FUSED_MAX_WIDTH).  Set from run rmsnorm-20261201T071616Z-ebbf780 (H200, training step,
+# device time): fused against the row plans with a column sum was 0.69x the time at 16384x4096
+# bf16 (313 against 453 us), 0.74x at 4096x4096, 0.79-0.68x at 8192x5120 and 8192x7168; at
+# 1024x1024 it lost in every dtype (19.2 against 16.7 us in bf16: a program walks one narrow
+# row at a time where the row plan packs two).  Held out: at 512x4097 (rows off the 16-byte
+# grid, read one element at a time) the row plans won in run rmsnorm-20261202T094537Z-2a0bb53
+# (28.2 against 32.2 us), so run rmsnorm-20261202T113110Z-57ce648 timed a default that also
+# wanted aligned rows; there the fused pass, at one program per SM and 3 stages, won at
+# 512x4097 too (27.5 against 30.1 us cold): the width alone decides again.
 FUSED_MIN_WIDTH = 2048
 
 
@@ -217,11 +218,10 @@ def fused_applies(width: int, weight: torch.Tensor | None) -> bool:
     return weight is not None and 0 < width <= FUSED_MAX_WIDTH
 
 
-def fused_by_default(width: int, weight: torch.Tensor | None, rows: tuple[torch.Tensor, ...]) -> bool:
+def fused_by_default(width: int, weight: torch.Tensor | None) -> bool:
     """Whether the planner's backward (``plan=None``) takes the fused pass: where it
-    applies, the rows are at least ``FUSED_MIN_WIDTH`` wide and every row of the row tensors
-    ``rows`` starts on a 16-byte boundary (see there)."""
-    return fused_applies(width, weight) and width >= FUSED_MIN_WIDTH and _fused_vec(rows) > 1
+    applies and the rows are at least ``FUSED_MIN_WIDTH`` wide (see there)."""
+    return fused_applies(width, weight) and width >= FUSED_MIN_WIDTH
 
 
 def fused_geometry(block: int, row_bytes: int) -> tuple[int, int, int]:
@@ -395,7 +395,7 @@ def _backward(
     h2d = _rows(h, width)
     dy2d = _rows(dy, width)  # an expanded gradient (of y.sum()) is copied here
     dx2d = torch.empty_like(h2d, memory_format=torch.contiguous_format)
-    if plan is None and want_dw and fused_by_default(width, weight, (h2d, dy2d, dx2d)):
+    if plan is None and want_dw and fused_by_default(width, weight):
         plan = "fused"
     if plan == "fused":
         if want_dw and fused_applies(width, weight):
@@ -608,9 +608,8 @@ def rms_norm(
         residual: ``x``'s shape and dtype.  Given, ``h = x + residual`` (summed in fp32) is
             normalized and returned as the updated residual, in the same launch.
         plan: ``None`` lets the planner choose (its backward is the fused pass below for
-            rows ``FUSED_MIN_WIDTH`` to ``FUSED_MAX_WIDTH`` wide, each starting on a 16-byte
-            boundary, when the weight's gradient is wanted; a row plan and a column sum
-            otherwise); ``"block"``, ``"looped"`` or
+            rows ``FUSED_MIN_WIDTH`` to ``FUSED_MAX_WIDTH`` wide when the weight's gradient
+            is wanted, a row plan and a column sum otherwise); ``"block"``, ``"looped"`` or
             ``"split"`` forces one row plan, forward and backward (as for softmax);
             ``"fused"`` keeps the planner's forward and runs the backward as one persistent
             pass that also sums the weight gradient's partials (rows up to

@@ -300,3 +300,27 @@ def test_matmul_losses_are_explained_and_missing_cases_have_no_data(tmp_path) ->
     assert why[("fwd/bf16/8192×8192×8192/cold", compiled)] == "near the same bound"  # within 3%
     assert why[("fwd+bwd/bf16/4096×4096×4096/cold", cublas)] == "backward products"
     assert why[("fwd/bf16/127×255×65/cold", cublas)] == "launch-bound"
+
+
+def test_rmsnorm_fused_default_follows_the_rule_each_run_recorded() -> None:
+    """The fused-backward claim compares where the run's own commit took the fused pass:
+    from a width up, and at 57ce648 only on rows on the 16-byte grid (its meta says so)."""
+    from types import SimpleNamespace
+
+    from publish.pages.rmsnorm import FUSED, _fused_by_default
+
+    def case(cols: int, dtype: str, meta: dict) -> Any:
+        return SimpleNamespace(
+            params={"cols": cols, "dtype": dtype}, variants={FUSED: SimpleNamespace(raw={"meta": meta})}
+        )
+
+    width_rule = {"default_from_width": 2048}
+    aligned_rule = {**width_rule, "default_needs_aligned_rows": True}
+    assert _fused_by_default(case(4097, "bf16", width_rule))
+    assert not _fused_by_default(case(4097, "bf16", aligned_rule))
+    assert _fused_by_default(case(4096, "bf16", aligned_rule))
+    assert not _fused_by_default(case(4098, "fp32", aligned_rule)) and _fused_by_default(
+        case(4100, "fp32", aligned_rule)
+    )
+    assert not _fused_by_default(case(1024, "bf16", width_rule))
+    assert _fused_by_default(case(1024, "bf16", {}))  # a run from before the default: every case

@@ -194,7 +194,6 @@ class RMSNormStudy:
                         "forward": "planner's choice",
                         "max_width": FUSED_MAX_WIDTH,
                         "default_from_width": FUSED_MIN_WIDTH,
-                        "default_needs_aligned_rows": True,
                     },
                 )
             )

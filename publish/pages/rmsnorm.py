@@ -129,8 +129,8 @@ def _fused_by_default(c: CaseResult) -> bool:
     threshold = meta.get("default_from_width")
     if threshold is not None and int(c.params["cols"]) < int(threshold):
         return False
-    # Since 2026-12-02 the default also needs rows on the 16-byte grid: contiguous rows of a
-    # width that is a multiple of 16 bytes.
+    # At commit 57ce648 the default also needed rows on the 16-byte grid (contiguous rows of a
+    # width that is a multiple of 16 bytes); its run records that.
     vec = 16 // ELEM_BYTES.get(str(c.params.get("dtype")), 2)
     return not meta.get("default_needs_aligned_rows") or int(c.params["cols"]) % vec == 0
 
