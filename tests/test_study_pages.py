@@ -309,7 +309,7 @@ def test_rmsnorm_fused_default_follows_the_rule_each_run_recorded() -> None:
 
     from publish.pages.rmsnorm import FUSED, _fused_by_default
 
-    def case(cols: int, dtype: str, meta: dict) -> Any:
+    def case(cols: int, dtype: str, meta: dict) -> SimpleNamespace:
         return SimpleNamespace(
             params={"cols": cols, "dtype": dtype}, variants={FUSED: SimpleNamespace(raw={"meta": meta})}
         )
