@@ -14,6 +14,7 @@ median over rounds.  Exploration, not a study: JSON lines.
 
 from __future__ import annotations
 
+import importlib
 import json
 import statistics
 
@@ -23,13 +24,13 @@ import torch.nn.functional as F
 from bench.timing import event_time_ms
 from kernels.matmul import PERSISTENT_CONFIG, TileConfig, matmul
 
+mm = importlib.import_module("kernels.matmul")  # the module (kernels.matmul is the function)
+
 ROUNDS = 7
 CALLS = {4096: 20, 8192: 4}
-TILES = [
-    (128, 256, 64, 8, 3, 8), (128, 256, 64, 8, 4, 8), (128, 256, 64, 4, 3, 8), (128, 256, 64, 16, 3, 8),
-    (128, 256, 64, 1, 3, 8), (256, 128, 64, 8, 3, 8), (256, 128, 64, 8, 4, 8), (128, 128, 64, 8, 4, 8),
-    (128, 128, 64, 8, 5, 4), (128, 256, 32, 8, 6, 8), (128, 256, 128, 8, 2, 8),
-]  # fmt: skip
+# At f73b7c2: eleven tiles (notes/2026-12-02-probe-matmul-tiles-f73b7c2.log); GROUP_M 16 became
+# the default.  At the next commit: c through a TMA descriptor in two half tiles, on and off.
+TILES = [(128, 256, 64, 8, 3, 8), (128, 256, 64, 16, 3, 8), (128, 256, 64, 4, 3, 8), (128, 256, 64, 16, 4, 8)]
 
 
 def emit(**row: object) -> None:
@@ -57,7 +58,9 @@ def probe_tiles() -> None:
             fns: dict[str, object] = {"cublas": lambda a=a, b=b: torch.mm(a, b)}
             for t in TILES:
                 cfg = TileConfig(*t)
-                fns["x".join(map(str, t))] = lambda a=a, b=b, cfg=cfg: matmul(a, b, variant="persistent", config=cfg)
+                for store in (True, False):
+                    name = "x".join(map(str, t)) + ("-tma-store" if store else "-pointer-store")
+                    fns[name] = lambda a=a, b=b, cfg=cfg, st=store: _with_store(st, a, b, config=cfg)
             try:
                 res = interleaved(fns, CALLS[n])
             except Exception as exc:  # one config that does not compile must not lose the rest
@@ -68,6 +71,16 @@ def probe_tiles() -> None:
             for name, us in res.items():
                 emit(shape=f"{n}^3", dtype=str(dtype).split(".")[-1], config=name, us=us,
                      tflops=round(flops / us / 1e6, 1), vs_cublas=round(res["cublas"] / us, 3))  # fmt: skip
+
+
+def _with_store(tma_store: bool, a: torch.Tensor, b: torch.Tensor, **kw: object) -> torch.Tensor:
+    """matmul(variant="persistent") with c written through TMA or through pointers (a call
+    with a config or an epilogue operand is prepared afresh, so the module switch holds)."""
+    mm.PERSISTENT_TMA_STORE = tma_store
+    try:
+        return matmul(a, b, variant="persistent", **kw)  # type: ignore[arg-type]
+    finally:
+        mm.PERSISTENT_TMA_STORE = True
 
 
 def _runs(fn: object) -> bool:
@@ -92,6 +105,7 @@ def probe_gelu() -> None:
     fns = {
         "ours-mm": lambda: matmul(a, b, variant="persistent"),
         "ours-bias-gelu": lambda: matmul(a, b, epilogue="bias_gelu", bias=bias, variant="persistent"),
+        "ours-bias-gelu-pointer-store": lambda: _with_store(False, a, b, epilogue="bias_gelu", bias=bias),
         "ours-bias": lambda: matmul(a, b, epilogue="bias", bias=bias, variant="persistent"),
         "cublas-mm": lambda: torch.mm(a, b),
         "addmm+gelu": lambda: F.gelu(torch.addmm(bias, a, b), approximate="tanh"),
