@@ -31,8 +31,10 @@ The variants:
   with pointer loads.  The descriptors need global scratch (``triton.set_allocator``, set
   lazily with a torch allocation).  The Triton interpreter runs the descriptors too, so the
   CPU tests cover the TMA path's indexing (not its hardware).  ``c`` is stored through
-  pointers, not a TMA store, to keep the epilogue's loads and edge masks in one form; a TMA
-  store with a subtiled epilogue is the next thing to time.
+  pointers, not a TMA store, to keep the epilogue's loads and edge masks in one form: a TMA
+  store of two half tiles was built and timed at db8affa and bought nothing (4096³ and 8192³,
+  bf16 and fp16, within 1% of the pointer stores either way;
+  notes/2026-12-02-probe-matmul-tiles-db8affa.log), so it went again.
 * ``split_k``: for decode-like shapes (M = 1..128, large K) the output has too few tiles to
   occupy the GPU; K is cut into ``splits`` ranges, each program writes an fp32 partial tile
   to a workspace ``[splits, M, N]``, and a second kernel sums the partials in split order
@@ -58,7 +60,13 @@ op) they cost a write and a read of ``c`` more per op.  What a fused epilogue co
 instructions while the tensor cores wait (no warp runs the next tile's main loop meanwhile):
 GELU comes from :mod:`kernels._activations` (two MUFU instructions and a few FMAs an output;
 the form with ``tl.exp`` and a full division took about 20).  At 8192³ bf16 the earlier form
-ran 60-75 µs (4%) behind the plain product (run matmul-20261201T145556Z-b2a50f2-quick).
+ran 60-75 µs (4%) behind the plain product (run matmul-20261201T145556Z-b2a50f2-quick); this
+one 38-50 µs (notes/2026-12-02-probe-matmul-tiles-{f73b7c2,db8affa}.log), which is what the
+SFU allows: 16 MUFU results per SM and clock make 2 x 8192² of them at least 36 µs when no
+main loop runs beside them.  cuBLASLt's GELU epilogue shows no such cost (1630 µs against its
+plain product's 1653 in the same probe): its epilogue runs in other warps while the next tile's
+product proceeds, which Triton 3.6 does not do on Hopper (``warp_specialize`` compiled to the
+same one-partition kernel for sm_90).
 
 Backward: ``dA = dZ·Bᵀ`` and ``dB = Aᵀ·dZ`` with the same kernels, passing the views ``b.T``
 and ``a.T`` (swapped strides, no copies), and only the gradients that are needed.  ``dZ`` is
@@ -193,13 +201,13 @@ def _mainloop(
 
 
 @triton.jit
-def _epilogue(
-    acc, rm, rn, M, N, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
+def _finish(
+    acc, rm, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
     EPILOGUE: tl.constexpr, STORE_PRE: tl.constexpr, R_LAYOUT: tl.constexpr, R_VEC: tl.constexpr,
     C_VEC: tl.constexpr,
 ):  # fmt: skip
-    # The epilogue on the fp32 tile (and the store of the pre-activation z for the backward of
-    # bias_gelu); the caller stores c.  c and z are ours: contiguous [M, N], row stride s_cm = N;
+    # The epilogue on the fp32 tile, then the one store of c (and of the pre-activation z for
+    # the backward of bias_gelu).  c and z are ours: contiguous [M, N], row stride s_cm = N;
     # with N a multiple of VEC (C_VEC) the column mask is constant over aligned runs of VEC and
     # the stores stay 16-byte vectors.
     mask = (rm[:, None] < M) & (rn[None, :] < _hint(N, C_VEC))
@@ -210,25 +218,12 @@ def _epilogue(
         s_rm = _hint(s_rm, R_VEC) if R_LAYOUT == 1 else s_rm
         res = tl.load(res_ptr + _offsets(rm, rn, s_rm, s_rn, R_LAYOUT), mask=mask, other=0.0)
         acc = acc + res.to(tl.float32)
+    c_off = rm[:, None] * _hint(s_cm, C_VEC) + rn[None, :]
     if EPILOGUE == 2:
         if STORE_PRE:
-            tl.store(pre_ptr + rm[:, None] * _hint(s_cm, C_VEC) + rn[None, :], acc.to(pre_ptr.dtype.element_ty),
-                     mask=mask)  # fmt: skip
+            tl.store(pre_ptr + c_off, acc.to(pre_ptr.dtype.element_ty), mask=mask)
         acc = gelu_tanh(acc)
-    return acc
-
-
-@triton.jit
-def _finish(
-    acc, rm, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
-    EPILOGUE: tl.constexpr, STORE_PRE: tl.constexpr, R_LAYOUT: tl.constexpr, R_VEC: tl.constexpr,
-    C_VEC: tl.constexpr,
-):  # fmt: skip
-    # The epilogue, then the one store of c through pointers.
-    acc = _epilogue(acc, rm, rn, M, N, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
-                    EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC)  # fmt: skip
-    mask = (rm[:, None] < M) & (rn[None, :] < _hint(N, C_VEC))
-    tl.store(c_ptr + rm[:, None] * _hint(s_cm, C_VEC) + rn[None, :], acc.to(c_ptr.dtype.element_ty), mask=mask)
+    tl.store(c_ptr + c_off, acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 
 # The compile-time description of one problem, in every GEMM kernel's signature: operand
@@ -291,14 +286,9 @@ def _mm_persistent_kernel(
     EVEN_K: tl.constexpr,
     EPILOGUE: tl.constexpr, STORE_PRE: tl.constexpr, PRECISION: tl.constexpr, BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
-    USE_TMA: tl.constexpr, TMA_STORE: tl.constexpr,
+    USE_TMA: tl.constexpr,
 ):  # fmt: skip
     """One program per SM; program p computes tiles p, p + NUM_SMS, ... in grouped order.
-
-    TMA_STORE: c is written through a descriptor too, in two halves of BLOCK_N / 2 columns
-    (the tile goes registers -> shared memory -> TMA, and a half tile needs half the shared
-    memory the pipeline's stages leave; rows and columns past M and N are clipped by the
-    hardware).  Otherwise through pointers, masked.
 
     USE_TMA: a and b are read through device-side tensor descriptors (TMA; out-of-bounds
     boxes are zero-filled by the hardware, so no masks and no wrap-around).  A transposed
@@ -320,9 +310,6 @@ def _mm_persistent_kernel(
             b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[s_bk, 1], block_shape=[BLOCK_K, BLOCK_N])
         else:
             b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[s_bn, 1], block_shape=[BLOCK_N, BLOCK_K])
-    if TMA_STORE:
-        HALF: tl.constexpr = BLOCK_N // 2
-        c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[s_cm, 1], block_shape=[BLOCK_M, HALF])
     for tile in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=True):
         pid_m, pid_n = _grouped(tile, num_m, num_n, GROUP_M)
         if USE_TMA:
@@ -340,18 +327,8 @@ def _mm_persistent_kernel(
                             BLOCK_M, BLOCK_N, BLOCK_K)  # fmt: skip
         rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        if TMA_STORE:
-            acc = _epilogue(acc, rm, rn, M, N, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
-                            EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC)  # fmt: skip
-            halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, HALF)), (0, 2, 1))
-            left, right = tl.split(halves)
-            c_desc.store([(pid_m * BLOCK_M).to(tl.int32), (pid_n * BLOCK_N).to(tl.int32)],
-                         left.to(c_ptr.dtype.element_ty))  # fmt: skip
-            c_desc.store([(pid_m * BLOCK_M).to(tl.int32), (pid_n * BLOCK_N + HALF).to(tl.int32)],
-                         right.to(c_ptr.dtype.element_ty))  # fmt: skip
-        else:
-            _finish(acc, rm, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
-                    EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC)  # fmt: skip
+        _finish(acc, rm, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
+                EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["M", "N", "K", "k_per_split", "s_am", "s_ak", "s_bk", "s_bn"])
@@ -447,7 +424,6 @@ FIXED_CONFIG = TileConfig(128, 128, 32, 8, 3, 4)
 # groups of 8 were 0.960x and 0.992x) and at 8192³ (1.044x and 1.056x against 1.023x
 # both); 256x128, 128x128 and 128-deep steps were 3-30% slower everywhere.
 PERSISTENT_CONFIG = TileConfig(128, 256, 64, 16, 3, 8)
-PERSISTENT_TMA_STORE = True  # write c through a TMA descriptor where its layout allows (_mm_persistent_kernel)
 PERSISTENT_CONFIG_FP32 = TileConfig(128, 128, 32, 8, 3, 8)  # 4-byte operands: the 16-bit tile's shared memory
 SPLIT_K_BLOCK_N = 128
 # The interpreter runs programs one after another in numpy: small tiles, so that the tests'
@@ -735,10 +711,8 @@ def _prepare(
             and (INTERPRETER or _capability(index)[0] >= 9)
         )  # fmt: skip
         sms = sm_count(a.device)
-        # c through a descriptor too: our fresh contiguous [M, N] output, its rows 16 bytes apart.
-        tma_store = use_tma and PERSISTENT_TMA_STORE and c_vec > 1 and out.data_ptr() % 16 == 0
         consts = (a_lay, b_lay, r_lay, a_vec, b_vec, m_vec, c_vec, r_vec, k_vec, even_k, code, store_pre, prec,
-                  *tile, sms, use_tma, tma_store)  # fmt: skip
+                  *tile, sms, use_tma)  # fmt: skip
         return (_PERSISTENT, _launch_key(index, tensors), (min(sms, tiles), 1, 1), (*tensors, m, n, k, *strides),
                 consts, cfg.num_warps, cfg.num_stages, use_tma)  # fmt: skip
     # split_k: a workspace per call and two kernels (_split_launch).  In this tuple's slots:

@@ -5,7 +5,11 @@ Why: in run matmul-20261201T145556Z-b2a50f2-quick the default tile (128x256x64, 
 8 warps, GROUP_M 8) took 0.97x cuBLAS's speed at 4096³ fp16 (the 0.98x target, missed by
 the verdict; 0.99x a run earlier), and the bias + GELU epilogue ran 60-75 µs behind the
 plain product at 8192³ (its GELU then took ``tl.exp`` and a full division; now two MUFU
-instructions, kernels/_activations.py).  Device time by CUDA events, interleaved rounds
+instructions, kernels/_activations.py).  Second pass (db8affa): c written through a TMA
+descriptor in two half tiles against the pointer stores, for the 128x256x64 tiles and the
+bias + GELU epilogue: within 1% either way (notes/2026-12-02-probe-matmul-tiles-db8affa.log),
+and the TMA store was removed (the switch this file flips, PERSISTENT_TMA_STORE, exists at
+db8affa only).  Device time by CUDA events, interleaved rounds
 (every config once per round, cuBLAS among them, so clock drift under load hits all alike),
 median over rounds.  Exploration, not a study: JSON lines.
 

@@ -324,3 +324,20 @@ def test_rmsnorm_fused_default_follows_the_rule_each_run_recorded() -> None:
     )
     assert not _fused_by_default(case(1024, "bf16", width_rule))
     assert _fused_by_default(case(1024, "bf16", {}))  # a run from before the default: every case
+
+
+def test_matmul_gelu_epilogue_loss_names_its_cause() -> None:
+    """A resolved loss of the bias + GELU epilogue (to cuBLASLt's fused one) is explained by
+    where the GELU runs; a plain product at the same size has no such reason."""
+    from types import SimpleNamespace
+
+    from publish.pages.matmul import OURS, REASONS, explain
+
+    def case(op: str) -> SimpleNamespace:
+        params = {"op": op, "direction": "fwd", "dtype": "bf16", "rows": 8192, "cols": 8192, "k": 8192}
+        ours = SimpleNamespace(meta={"matrix_path": "wgmma", "spills": [0]})
+        return SimpleNamespace(params=params, variants={OURS: ours}, flops=2 * 8192**3)
+
+    assert explain(case("mm_bias_gelu"), "cublaslt-bias-gelu") == "gelu-epilogue"
+    assert "36 µs" in REASONS["gelu-epilogue"][1]
+    assert explain(case("mm"), "cublas") is None

@@ -417,6 +417,8 @@ def explain(c: CaseResult, peer: str) -> str | None:
         return "small"
     if c.params["direction"] == "fwd+bwd":
         return "backward"
+    if c.params.get("op") == "mm_bias_gelu":
+        return "gelu-epilogue"
     return None
 
 
@@ -440,6 +442,14 @@ REASONS = {
         "launch-bound",
         "A product this small finishes in a few microseconds: fixed costs (launch, prologue, the epilogue's store) "
         "outweigh the arithmetic, and cuBLAS's kernels for small shapes start faster.",
+    ),
+    "gelu-epilogue": (
+        "GELU between the tiles",
+        "Our epilogue applies GELU in the warps that run the product, between one tile's main loop and the next, "
+        "with the tensor cores idle: two special-function instructions an output (an SM issues 16 a clock) cost "
+        "at least 36 µs at 8192³, and measured 38-50 µs over the plain product (notes/2026-12-02-probe-matmul-tiles-"
+        "db8affa.log). cuBLASLt's GELU epilogue runs in other warps while the next tile's product proceeds; Triton "
+        "3.6 does not split a kernel's warps that way on Hopper.",
     ),
     "backward": (
         "backward products",
