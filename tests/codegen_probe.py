@@ -70,6 +70,7 @@ def main() -> None:
                     "APPLY": op.apply,
                     "STAGES": 1,
                     "EVICT": True,
+                    "PERSIST": 0,
                     **tail,
                 },
                 8,
@@ -135,7 +136,7 @@ def extended() -> None:
                 rw.row_looped_kernel,
                 ptrs,
                 {**c, "BLOCK": 4096, "LANES": 8 * 32 * 8, "ACCUMULATE": op.accumulate, "COMBINE": op.combine,
-                 "APPLY": op.apply, "STAGES": 1, "EVICT": True},
+                 "APPLY": op.apply, "STAGES": 1, "EVICT": True, "PERSIST": 0},
                 8,
             )  # fmt: skip
             block = compile_kernel(

@@ -17,7 +17,7 @@ from test_softmax import LAYOUTS, OUT_POISON, gen, guarded, guards_intact
 from tolerances import TOL
 
 import kernels
-from kernels import _checks
+from kernels import _checks, _rowwise
 from kernels._rowwise import RowPlan, row_layout
 from kernels.cross_entropy import _cross_entropy_op, forward_rows
 
@@ -131,7 +131,16 @@ SMALL_PLANS = [
     RowPlan("split", block=128, num_warps=2, chunks=8),
     RowPlan("split", block=64, num_warps=1, chunks=6, span=3),
     RowPlan("block", block=1024, num_warps=4, rows_per_program=2),
+    RowPlan("looped", block=64, num_warps=2, persist=1),
 ]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+def test_persistent_looped_programs_walk_several_rows(dtype, monkeypatch) -> None:
+    """The persistent looped plan on a 1-SM device: one program walks all 4 rows (row
+    pointers, the target, the scale and the loss of each row its own)."""
+    monkeypatch.setattr(_rowwise, "sm_count", lambda device: 1)
+    test_forced_plans_odd_width_in_every_layout(SMALL_PLANS[-1], dtype)
 
 
 @pytest.mark.parametrize("plan", SMALL_PLANS, ids=lambda p: p.label)
