@@ -22,9 +22,9 @@ import json
 import torch
 
 from bench.timing import mean_event_us as time_us
-from kernels import cross_entropy as ce
-from kernels import softmax as sm
+from kernels.cross_entropy import forward_rows as ce_rows
 from kernels.plans import RowPlan
+from kernels.softmax import forward_rows as sm_rows
 
 TILES = [(4096, 8), (8192, 16), (16384, 16)]
 CONFIGS = [(p, b, w, s) for p in (1, 2) for b, w in TILES for s in (1, 3)]
@@ -54,8 +54,8 @@ def probe_ce(n: int, v: int) -> None:
         if plan is not None:
             rec |= {"stages": plan.stages, "warps": plan.num_warps}
         try:
-            step = time_us(lambda p=plan: ce.forward_rows(x, t, loss, grad2d=grad, row_scale=scale, plan=p))
-            only = time_us(lambda p=plan: ce.forward_rows(x, t, loss, plan=p))
+            step = time_us(lambda p=plan: ce_rows(x, t, loss, grad2d=grad, row_scale=scale, plan=p))
+            only = time_us(lambda p=plan: ce_rows(x, t, loss, plan=p))
         except Exception as exc:  # a configuration that does not compile or launch
             emit(**rec, error=repr(exc)[:200])
             continue
@@ -76,7 +76,7 @@ def probe_softmax(n: int, v: int) -> None:
         if plan is not None:
             rec |= {"stages": plan.stages, "warps": plan.num_warps}
         try:
-            us = time_us(lambda p=plan: sm.forward_rows(x, y, p))
+            us = time_us(lambda p=plan: sm_rows(x, y, p))
         except Exception as exc:
             emit(**rec, error=repr(exc)[:200])
             continue
