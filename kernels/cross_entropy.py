@@ -43,7 +43,19 @@ import triton.language as tl
 
 from kernels._checks import check_device, check_float, check_plan, check_same_device, check_tensor, eager_path
 from kernels._launch import FastKernel, current_device
-from kernels._rowwise import ALIGN_ROWS, COMPILED, RowCall, RowExtras, RowOp, exp, log, row_layout, run_rows, safe_shift
+from kernels._rowwise import (
+    ALIGN_ROWS,
+    COMPILED,
+    RowCall,
+    RowExtras,
+    RowOp,
+    exp,
+    log,
+    row_layout,
+    run_rows,
+    safe_shift,
+    sm_count,
+)
 from kernels.plans import (
     CROSS_ENTROPY_LOSS_POLICY,
     CROSS_ENTROPY_POLICY,
@@ -328,29 +340,41 @@ def _forward(
     return loss, grad
 
 
-@triton.jit(do_not_specialize=["n_rows", "stride", "g_stride", "blocks"])
-def _scale_rows_kernel(grad_ptr, g_ptr, n_rows: tl.int64, stride: tl.int64, g_stride: tl.int64, blocks: tl.int64,
-                       WIDTH: tl.constexpr, BLOCK: tl.constexpr, VEC: tl.constexpr):  # fmt: skip
-    # grad[row] *= g[row * g_stride] (g_stride 0: one scalar for all rows), in place, in fp32;
-    # a row whose factor is exactly 1 is left alone (no traffic: loss.backward() costs nothing).
-    # VEC > 1: the host checked that the base is 16-byte aligned and the stride a multiple of
-    # VEC elements; multiple_of shows it to the compiler, which otherwise reads a runtime
-    # stride's rows one element at a time.
+@triton.jit(do_not_specialize=["n_rows", "stride", "blocks"])
+def _scale_rows_kernel(grad_ptr, g_ptr, n_rows: tl.int64, stride: tl.int64, blocks: tl.int64,
+                       WIDTH: tl.constexpr, BLOCK: tl.constexpr, VEC: tl.constexpr, SCALAR: tl.constexpr):  # fmt: skip
+    # grad[row] *= g[row] (SCALAR: g[0] for every row), in place, in fp32; a row whose factor
+    # is exactly 1 is left alone (no traffic: loss.backward() costs nothing).  A persistent
+    # grid walks the (row, block) tiles: with one program per tile, loss.backward() at
+    # 8192 x 128256 launched 262,144 programs only to read g = 1 and leave, about 200 us of
+    # the training step (the row kernel alone took 1544 us, the study's step 1755; notes/
+    # 2026-12-02-probe-looped-persist-76c6e5c.log).  SCALAR and g = 1: every program leaves
+    # after one load.  VEC > 1: the host checked that the base is 16-byte aligned and the
+    # stride a multiple of VEC elements; multiple_of shows it to the compiler, which otherwise
+    # reads a runtime stride's rows one element at a time.
     pid = tl.program_id(0).to(tl.int64)
-    row = pid // blocks
-    cols = (pid % blocks) * BLOCK + tl.arange(0, BLOCK)
-    g = tl.load(g_ptr + row * g_stride).to(tl.float32)
-    if g != 1.0:
-        start = row * stride
-        if VEC > 1:
-            start = tl.multiple_of(start, VEC)
-        ptrs = grad_ptr + start + cols
-        v = tl.load(ptrs, mask=cols < WIDTH, other=0.0)
-        if v.dtype == tl.float64:  # noqa: SIM108 (a static branch of the jit)
-            v = v * tl.load(g_ptr + row * g_stride)
-        else:
-            v = (v.to(tl.float32) * g).to(v.dtype)
-        tl.store(ptrs, v, mask=cols < WIDTH)
+    tiles = n_rows * blocks
+    g0 = tl.load(g_ptr)
+    if SCALAR:
+        tiles = tl.where(g0 == 1.0, 0, tiles)
+    for tile in tl.range(pid, tiles, tl.num_programs(0)):
+        row = tile // blocks
+        cols = (tile % blocks) * BLOCK + tl.arange(0, BLOCK)
+        g = g0 if SCALAR else tl.load(g_ptr + row)  # (a static choice of the jit)
+        if g != 1.0:
+            start = row * stride
+            if VEC > 1:
+                start = tl.multiple_of(start, VEC)
+            ptrs = grad_ptr + start + cols
+            v = tl.load(ptrs, mask=cols < WIDTH, other=0.0)
+            if v.dtype == tl.float64:  # noqa: SIM108 (a static branch of the jit)
+                v = v * g
+            else:
+                v = (v.to(tl.float32) * g.to(tl.float32)).to(v.dtype)
+            tl.store(ptrs, v, mask=cols < WIDTH)
+
+
+_SCALE_PROGRAMS_PER_SM = 8  # the scale kernel's persistent grid: 32 warps an SM at 4 a program
 
 
 def scale_rows_(grad: torch.Tensor, dloss: torch.Tensor) -> torch.Tensor:
@@ -365,17 +389,17 @@ def scale_rows_(grad: torch.Tensor, dloss: torch.Tensor) -> torch.Tensor:
     g = dloss.to(grad.dtype if grad.dtype == torch.float64 else torch.float32).contiguous()
     block = min(4096, next_power_of_2(width))
     blocks = cdiv(width, block)
-    g_stride = 1 if g.dim() == 1 else 0
     if grad.is_cuda and grad.device.index != current_device():
         with torch.cuda.device(grad.device):
             return scale_rows_(grad, dloss)
     # Through the cached launcher (Triton's own kernel[grid] path costs tens of µs of host time).
     index = grad.device.index if grad.is_cuda else -1
     key = (index, grad.dtype, g.dtype, grad.data_ptr() % 16 == 0, g.data_ptr() % 16 == 0)
-    args = (grad, g, n_rows, grad.stride(0), g_stride, blocks)
+    args = (grad, g, n_rows, grad.stride(0), blocks)
     vec, align = row_layout((grad,))
     vec = vec if align == ALIGN_ROWS else 1
-    _SCALE_ROWS.launch(key, index, (n_rows * blocks, 1, 1), args, (width, block, vec), 4)
+    programs = min(n_rows * blocks, _SCALE_PROGRAMS_PER_SM * sm_count(grad.device))
+    _SCALE_ROWS.launch(key, index, (programs, 1, 1), args, (width, block, vec, g.dim() == 0), 4)
     return grad
 
 

@@ -71,10 +71,10 @@ def main() -> None:
             for step in rw._steps(op, plan, width, 8, align, torch.bfloat16, torch.bfloat16, ext, arg):
                 report = {"rows": n_rows, "width": width, "plan": plan.label, "op": op.name, "softcap": arg[0] > 0}
                 print(json.dumps({**report, **compile_step(step, plan.num_warps)}), flush=True)
-    signature = {"grad_ptr": "*bf16", "g_ptr": "*fp32", "n_rows": "i64", "stride": "i64", "g_stride": "i64",
-                 "blocks": "i64", "WIDTH": "constexpr", "BLOCK": "constexpr", "VEC": "constexpr"}  # fmt: skip
+    signature = {"grad_ptr": "*bf16", "g_ptr": "*fp32", "n_rows": "i64", "stride": "i64", "blocks": "i64",
+                 "WIDTH": "constexpr", "BLOCK": "constexpr", "VEC": "constexpr", "SCALAR": "constexpr"}  # fmt: skip
     for vec in (8, 1):  # rows on the 16-byte grid (the host checked), and not
-        consts = {"WIDTH": 128256, "BLOCK": 4096, "VEC": vec}
+        consts = {"WIDTH": 128256, "BLOCK": 4096, "VEC": vec, "SCALAR": vec == 8}
         attrs = {(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]]}
         source = ASTSource(fn=_scale_rows_kernel, signature=signature, constexprs=consts, attrs=attrs)
         ptx = triton.compile(source, target=H90, options={"num_warps": 4}).asm["ptx"]

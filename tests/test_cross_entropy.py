@@ -592,3 +592,31 @@ def test_opinfo_refusals_are_the_documented_ones() -> None:
     accepted = len(OPINFO) - sum(reasons.values())
     print(f"OpInfo cross_entropy: {len(OPINFO)} samples, {accepted} run, refused {reasons}")
     assert accepted >= len(OPINFO) // 3 and math.isfinite(accepted)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64], ids=str)
+def test_scale_rows_walks_every_tile_on_a_small_grid(dtype, monkeypatch) -> None:
+    """The backward's grad *= dloss on a persistent grid (8 programs on a 1-SM device) over 20
+    rows of 3000 in a strided, guarded buffer: a scalar factor scales every row, a factor of
+    exactly 1 leaves the bits alone, per-row factors scale their own rows (one rounding of the
+    fp32 product, as torch's fp32 multiply then cast)."""
+    from kernels.cross_entropy import scale_rows_
+
+    monkeypatch.setattr(_rowwise, "sm_count", lambda device: 1)
+    rows, width = 20, 3000
+    g = torch.Generator().manual_seed(11)
+    base = (torch.randn((rows, width + 24), generator=g) * 3).to(dtype)
+    per_row = torch.rand(rows, generator=g).masked_fill(torch.arange(rows) % 3 == 0, 1.0)
+    acc = torch.float64 if dtype == torch.float64 else torch.float32
+    for dloss in (torch.tensor(0.5), torch.tensor(1.0), per_row):
+        buf = base.clone()
+        view = buf[:, 8 : 8 + width]  # guard columns on both sides
+        factor = dloss.to(acc).reshape(-1, 1) if dloss.dim() else dloss.to(acc)
+        want = (view.to(acc) * factor).to(dtype)
+        scale_rows_(view, dloss)
+        assert torch.equal(buf[:, :8], base[:, :8]) and torch.equal(buf[:, 8 + width :], base[:, 8 + width :])
+        if dtype == torch.bfloat16 and not (dloss.dim() == 0 and float(dloss) == 1.0):
+            # the interpreter's fp32 -> bf16 cast need not round as torch's does: an ulp apart
+            torch.testing.assert_close(view, want, rtol=2**-7, atol=0)
+        else:
+            assert torch.equal(view, want)
