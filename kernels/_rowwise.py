@@ -611,34 +611,19 @@ def row_looped_kernel(
     ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
     ACCUMULATE: tl.constexpr, COMBINE: tl.constexpr, APPLY: tl.constexpr, STAGES: tl.constexpr,
     EVICT: tl.constexpr, EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
-    PERSIST: tl.constexpr,
 ):  # fmt: skip
-    # One program per row; PERSIST: a grid of a few programs per SM, program p walking rows
-    # p, p + programs, ...  (fewer rows in flight at once, so more of a row's first read is
-    # still in L2 when its second pass reads it back).
-    if PERSIST:
-        for row in tl.range(tl.program_id(0).to(tl.int64), n_rows, tl.num_programs(0)):
-            _looped_row(row, a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, rstat_ptr, n_rows, a_stride, b_stride,
-                        c_stride, out_stride, out2_stride, WIDTH, BLOCK, LANES, VEC, ALIGN, ACC, A_CAST, A_FILL,
-                        HAS_B, ACCUMULATE, COMBINE, APPLY, STAGES, EVICT, EXT, FINISH, M_INIT, ARG)  # fmt: skip
-    else:
-        _looped_row(tl.program_id(0).to(tl.int64), a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, rstat_ptr, n_rows,
-                    a_stride, b_stride, c_stride, out_stride, out2_stride, WIDTH, BLOCK, LANES, VEC, ALIGN, ACC,
-                    A_CAST, A_FILL, HAS_B, ACCUMULATE, COMBINE, APPLY, STAGES, EVICT, EXT, FINISH, M_INIT,
-                    ARG)  # fmt: skip
-
-
-@triton.jit
-def _looped_row(
-    row, a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, rstat_ptr,
-    n_rows, a_stride, b_stride, c_stride, out_stride, out2_stride,
-    WIDTH: tl.constexpr, BLOCK: tl.constexpr, LANES: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
-    ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
-    ACCUMULATE: tl.constexpr, COMBINE: tl.constexpr, APPLY: tl.constexpr, STAGES: tl.constexpr,
-    EVICT: tl.constexpr, EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
-):  # fmt: skip
+    # Pass 1 folds the row block by block into per-lane statistics; pass 2 walks the blocks
+    # backwards, so its first reads are the blocks pass 1 loaded last, still in L2 (and pass
+    # 1 asked L2 to keep them; pass 2 lets them go).  Fewer rows in flight, so that more of
+    # each is still in L2 for pass 2, measured slower: a persistent grid of 1-2 programs per SM
+    # walking the rows, with 1 or 3 pipelining stages, took 1.1-1.9x the time of one program
+    # per row for cross-entropy at 8192 x 128256 and softmax at 4096 x 50257 (H200,
+    # notes/2026-12-02-probe-looped-persist-76c6e5c.log; again, after 2026-11-30's probe
+    # without stages).  Blocks wholly inside the row run
+    # unmasked; the at most two others (the window's first, the row's last) masked.  An op
+    # with no row output (EXT_NOOUT) reads the row once.
     UNROLL: tl.constexpr = BLOCK // LANES
-    rows = row + tl.arange(0, 1)
+    rows = tl.program_id(0).to(tl.int64) + tl.arange(0, 1)
     a_base, b_base, o_base, lead = row_bases(rows, a_stride, b_stride, out_stride, VEC, ALIGN)
     c_base, o2_base = extra_bases(rows, c_stride, out2_stride, VEC, ALIGN)
     c_base, w_ptr = row_inputs(c_ptr, w_ptr, c_base, rows, lead, rows < n_rows, EXT)
@@ -965,10 +950,8 @@ class RowLauncher:
         programs_per_row: int = 1,
         pdl: bool = False,
         per_column: Sequence[bool] = (),
-        max_programs: int = 0,
     ) -> None:
-        """``per_column[i]``: tensor i is indexed by column, not row (never sliced into batches);
-        ``max_programs``: a persistent kernel's grid cap (0: none)."""
+        """``per_column[i]``: tensor i is indexed by column, not row (never sliced into batches)."""
         device = tensors[0].device
         index = device.index if device.type == "cuda" else -1
         per_launch = (MAX_GRID_X // programs_per_row) * rows_per_program
@@ -982,8 +965,6 @@ class RowLauncher:
         for views, rows in batches:
             key = (index, *[(t.dtype, t.data_ptr() % VECTOR_BYTES == 0) for t in views])
             grid = (cdiv(rows, rows_per_program) * programs_per_row, 1, 1)
-            if max_programs:
-                grid = (min(grid[0], max_programs), 1, 1)
             args = (*views, rows, *strides)
             if self.uncached:
                 self.kernel.launch_uncached(grid, args, consts, num_warps, pdl=pdl)
@@ -1013,7 +994,6 @@ class _Step:
     rows_per_program: int = 1
     programs_per_row: int = 1
     pdl: bool = False  # a programmatic dependent launch of the step before it
-    programs_per_sm: int = 0  # a persistent grid: at most this many programs per SM (0: no cap)
 
 
 def _steps(
@@ -1034,8 +1014,8 @@ def _steps(
     # Lane tiles (lane_offsets): one 16-byte vector per thread across the block's width.
     lanes = (width, plan.block, min(plan.block, plan.num_warps * 32 * vec), *shape[2:])
     if plan.kind == "looped":
-        consts = (*lanes, op.accumulate, op.combine, op.apply, plan.stages, plan.evict, *tail, plan.persist)
-        return [_Step(_LOOPED_L, consts, ROW_ROLES, programs_per_sm=plan.persist)]
+        consts = (*lanes, op.accumulate, op.combine, op.apply, plan.stages, plan.evict, *tail)
+        return [_Step(_LOOPED_L, consts, ROW_ROLES)]
     return [
         _Step(_SPLIT_REDUCE_L, (*lanes, op.accumulate, op.combine, plan.chunks, plan.span, *tail),
               ("a", "b", "c", "w", "stats"), 1, plan.chunks),
@@ -1106,7 +1086,6 @@ def run_rows(
             [tensors[r] for r in step.roles], n_rows, strides, step.consts, plan.num_warps,
             step.rows_per_program, step.programs_per_row, step.pdl,
             [r == "w" and not extras.w_per_row for r in step.roles],
-            step.programs_per_sm * sm_count(a.device),
         )  # fmt: skip
 
 
@@ -1160,8 +1139,6 @@ class _Prepared:
         for i, step in enumerate(self.steps):
             bound = self.bound[i]
             grid = cdiv(n_rows, step.rows_per_program) * step.programs_per_row
-            if step.programs_per_sm:
-                grid = min(grid, step.programs_per_sm * _sm_count(self.index))
             if bound is None:  # the first call of this key: Triton compiles and launches
                 everything = {**tensors, **(scratch or {})}
                 args = (*[everything[r] for r in step.roles], n_rows, *strides)
@@ -1174,7 +1151,7 @@ class _Prepared:
                     bound = (launcher.launch, compiled.function, compiled.packed_metadata,
                              launcher.launch_cooperative_grid, launcher.launch_pdl)  # fmt: skip
                     self.bound[i] = bound
-                    if len(self.steps) == 1 and step.roles == ROW_ROLES and not step.programs_per_sm:
+                    if len(self.steps) == 1 and step.roles == ROW_ROLES:
                         self.single = (*bound, step.rows_per_program, step.consts)
                     elif i == 1:
                         self.pair = self.bind_pair()

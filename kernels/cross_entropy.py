@@ -348,8 +348,9 @@ def _scale_rows_kernel(grad_ptr, g_ptr, n_rows: tl.int64, stride: tl.int64, bloc
     # grid walks the (row, block) tiles: with one program per tile, loss.backward() at
     # 8192 x 128256 launched 262,144 programs only to read g = 1 and leave, about 200 us of
     # the training step (the row kernel alone took 1544 us, the study's step 1755; notes/
-    # 2026-12-02-probe-looped-persist-76c6e5c.log).  SCALAR and g = 1: every program leaves
-    # after one load.  VEC > 1: the host checked that the base is 16-byte aligned and the
+    # 2026-12-02-probe-looped-persist-76c6e5c.log); on this grid the step took 1579 us (run
+    # cross_entropy-20261202T115638Z-1f2a9e2).  SCALAR and g = 1: every program leaves after
+    # one load.  VEC > 1: the host checked that the base is 16-byte aligned and the
     # stride a multiple of VEC elements; multiple_of shows it to the compiler, which otherwise
     # reads a runtime stride's rows one element at a time.
     pid = tl.program_id(0).to(tl.int64)

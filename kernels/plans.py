@@ -34,9 +34,7 @@ class RowPlan:
     ``stages``: software-pipelining depth of the chunk loops.  ``evict``: ask L2 to keep a
     row's first read for its second (``looped``).  ``one_launch``: the split's programs
     exchange statistics at a barrier inside one launch (never chosen by the planner; only
-    launched where it cannot deadlock, see :func:`one_launch_split_ok`).  ``persist``: the
-    looped plan on a grid of this many programs per SM, each walking every programs-th row (0:
-    one program per row).
+    launched where it cannot deadlock, see :func:`one_launch_split_ok`).
     """
 
     kind: PlanKind
@@ -48,7 +46,6 @@ class RowPlan:
     stages: int = 1
     evict: bool = True
     one_launch: bool = False
-    persist: int = 0
 
     def describe(self) -> dict[str, int | str | bool]:
         return {
@@ -61,7 +58,6 @@ class RowPlan:
             "stages": self.stages,
             "evict": self.evict,
             "one_launch": self.one_launch,
-            "persist": self.persist,
         }
 
     @property
@@ -70,7 +66,7 @@ class RowPlan:
         if self.kind == "block":
             return f"block-{self.block}" + (f"-{self.rows_per_program}rows" if self.rows_per_program > 1 else "")
         if self.kind == "looped":
-            return f"looped-{self.block}" + (f"-p{self.persist}" if self.persist else "")
+            return f"looped-{self.block}"
         span = f"x{self.span}" if self.span > 1 else ""
         return f"split-{self.block}{span}" + ("-1launch" if self.one_launch else "")
 

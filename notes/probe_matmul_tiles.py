@@ -8,17 +8,15 @@ plain product at 8192³ (its GELU then took ``tl.exp`` and a full division; now 
 instructions, kernels/_activations.py).  Second pass (db8affa): c written through a TMA
 descriptor in two half tiles against the pointer stores, for the 128x256x64 tiles and the
 bias + GELU epilogue: within 1% either way (notes/2026-12-02-probe-matmul-tiles-db8affa.log),
-and the TMA store was removed (the switch this file flips, PERSISTENT_TMA_STORE, exists at
-db8affa only).  Device time by CUDA events, interleaved rounds
-(every config once per round, cuBLAS among them, so clock drift under load hits all alike),
-median over rounds.  Exploration, not a study: JSON lines.
+and the TMA store was removed (this file as it ran then is in commit db8affa).  Device time
+by CUDA events, interleaved rounds (every config once per round, cuBLAS among them, so clock
+drift under load hits all alike), median over rounds.  Exploration, not a study: JSON lines.
 
     python3 notes/probe_matmul_tiles.py > $OUT/probe_matmul_tiles.log
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import statistics
 
@@ -27,8 +25,6 @@ import torch.nn.functional as F
 
 from bench.timing import event_time_ms
 from kernels.matmul import PERSISTENT_CONFIG, TileConfig, matmul
-
-mm = importlib.import_module("kernels.matmul")  # the module (kernels.matmul is the function)
 
 ROUNDS = 7
 CALLS = {4096: 20, 8192: 4}
@@ -62,9 +58,7 @@ def probe_tiles() -> None:
             fns: dict[str, object] = {"cublas": lambda a=a, b=b: torch.mm(a, b)}
             for t in TILES:
                 cfg = TileConfig(*t)
-                for store in (True, False):
-                    name = "x".join(map(str, t)) + ("-tma-store" if store else "-pointer-store")
-                    fns[name] = lambda a=a, b=b, cfg=cfg, st=store: _with_store(st, a, b, config=cfg)
+                fns["x".join(map(str, t))] = lambda a=a, b=b, cfg=cfg: matmul(a, b, variant="persistent", config=cfg)
             try:
                 res = interleaved(fns, CALLS[n])
             except Exception as exc:  # one config that does not compile must not lose the rest
@@ -75,16 +69,6 @@ def probe_tiles() -> None:
             for name, us in res.items():
                 emit(shape=f"{n}^3", dtype=str(dtype).split(".")[-1], config=name, us=us,
                      tflops=round(flops / us / 1e6, 1), vs_cublas=round(res["cublas"] / us, 3))  # fmt: skip
-
-
-def _with_store(tma_store: bool, a: torch.Tensor, b: torch.Tensor, **kw: object) -> torch.Tensor:
-    """matmul(variant="persistent") with c written through TMA or through pointers (a call
-    with a config or an epilogue operand is prepared afresh, so the module switch holds)."""
-    mm.PERSISTENT_TMA_STORE = tma_store
-    try:
-        return matmul(a, b, variant="persistent", **kw)  # type: ignore[arg-type]
-    finally:
-        mm.PERSISTENT_TMA_STORE = True
 
 
 def _runs(fn: object) -> bool:
@@ -109,7 +93,6 @@ def probe_gelu() -> None:
     fns = {
         "ours-mm": lambda: matmul(a, b, variant="persistent"),
         "ours-bias-gelu": lambda: matmul(a, b, epilogue="bias_gelu", bias=bias, variant="persistent"),
-        "ours-bias-gelu-pointer-store": lambda: _with_store(False, a, b, epilogue="bias_gelu", bias=bias),
         "ours-bias": lambda: matmul(a, b, epilogue="bias", bias=bias, variant="persistent"),
         "cublas-mm": lambda: torch.mm(a, b),
         "addmm+gelu": lambda: F.gelu(torch.addmm(bias, a, b), approximate="tanh"),

@@ -70,7 +70,6 @@ def main() -> None:
                     "APPLY": op.apply,
                     "STAGES": 1,
                     "EVICT": True,
-                    "PERSIST": 0,
                     **tail,
                 },
                 8,
@@ -136,7 +135,7 @@ def extended() -> None:
                 rw.row_looped_kernel,
                 ptrs,
                 {**c, "BLOCK": 4096, "LANES": 8 * 32 * 8, "ACCUMULATE": op.accumulate, "COMBINE": op.combine,
-                 "APPLY": op.apply, "STAGES": 1, "EVICT": True, "PERSIST": 0},
+                 "APPLY": op.apply, "STAGES": 1, "EVICT": True},
                 8,
             )  # fmt: skip
             block = compile_kernel(

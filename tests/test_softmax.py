@@ -15,7 +15,7 @@ import torch
 from tolerances import TOL, assert_close
 
 import kernels
-from kernels import _launch, _rowwise
+from kernels import _launch
 from kernels._rowwise import ALIGN_NONE, ALIGN_ROWS, ALIGN_WINDOW, RowPlan, row_layout
 from kernels.softmax import _softmax_op, backward_rows, forward_rows
 
@@ -104,14 +104,6 @@ def test_every_element_written_and_no_guard_touched(plan, dtype, layout) -> None
     that writes past its rows fails here, inside the guards, before a test with an exactly
     sized output lets it write past the allocation (an interpreter crash)."""
     check_guarded(plan, dtype, layout, 300)
-
-
-@pytest.mark.parametrize("layout", list(LAYOUTS))
-def test_persistent_looped_programs_walk_several_rows(layout, monkeypatch) -> None:
-    """The looped plan on a persistent grid (2 programs a SM) of a 1-SM device: two programs
-    walk the 6 guarded rows, 3 each, forward and backward."""
-    monkeypatch.setattr(_rowwise, "sm_count", lambda device: 1)
-    check_guarded(RowPlan("looped", block=64, num_warps=2, persist=2), torch.bfloat16, layout, 300)
 
 
 # Row ends that width 300 never puts where they matter: (width, dtype, plan).
