@@ -1,6 +1,8 @@
-"""GELU (tanh approximation) and its derivative as jit functions, shared by the kernels that
-apply it: the GEMM's ``bias_gelu`` epilogue and backward (:mod:`kernels.matmul`) and the bias +
-GELU + dropout pass (:mod:`kernels.bias_gelu_dropout`).
+"""Fast float32 special functions (one MUFU instruction each: ``exp2``, ``rcp``, and through
+:func:`mufu` the row base's ``exp`` and ``log`` and cross-entropy's tanh), and GELU (tanh
+approximation) with its derivative, shared by the kernels that apply it: the GEMM's
+``bias_gelu`` epilogue and backward (:mod:`kernels.matmul`) and the bias + GELU + dropout pass
+(:mod:`kernels.bias_gelu_dropout`).
 
 ``gelu_tanh(z) = 0.5 z (1 + tanh(u))`` with ``u = sqrt(2/pi) (z + 0.044715 z^3)``, evaluated
 through one exponential as ``z / (1 + e)``, ``e = exp(-2u)`` (``1 + tanh(u) = 2 sigmoid(2u)``):
@@ -33,7 +35,8 @@ import triton.language as tl
 
 from kernels._launch import INTERPRETER
 
-_COMPILED = tl.constexpr(not INTERPRETER)
+# Inline PTX (MUFU instructions, griddepcontrol) only in compiled code: the interpreter has none.
+COMPILED = tl.constexpr(not INTERPRETER)
 GELU_C = tl.constexpr(0.7978845608028654)  # sqrt(2 / pi)
 GELU_A = tl.constexpr(0.044715)
 _GELU_K2 = tl.constexpr(-2.0 * 0.7978845608028654 * 1.4426950408889634)  # exp(-2u) = 2^(K2 (z + a z^3))
@@ -41,17 +44,19 @@ _GELU_C3A = tl.constexpr(3.0 * 0.044715 * 0.7978845608028654)  # u' = C + 3 a C 
 
 
 @triton.jit
+def mufu(x, ASM: tl.constexpr):
+    """One special-function (MUFU) instruction ``ASM`` (``"ex2.approx.ftz.f32 $0, $1;"``) on
+    float32 ``x``: compiled code only (the interpreter runs no inline PTX)."""
+    return tl.inline_asm_elementwise(ASM, "=f,f", [x], dtype=tl.float32, is_pure=True, pack=1)
+
+
+@triton.jit
 def exp2(x):
     """2^x: one ``ex2.approx.ftz`` compiled in float32 (relative error about 2^-22, results
     below 2^-126 flushed to 0: e only ever enters through 1 + e and 1 / e, where a flushed
     e reads as 0 and 1 / 0 as inf, the limits the formulas want).  ``tl.exp2`` otherwise."""
-    if _COMPILED:
-        if x.dtype == tl.float32:
-            return tl.inline_asm_elementwise(
-                "ex2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True, pack=1
-            )
-        else:
-            return tl.exp2(x)
+    if COMPILED and x.dtype == tl.float32:
+        return mufu(x, "ex2.approx.ftz.f32 $0, $1;")
     else:
         return tl.exp2(x)
 
@@ -60,13 +65,8 @@ def exp2(x):
 def rcp(x):
     """1 / x: one ``rcp.approx.ftz`` compiled in float32 (within an ulp or so).  1 / inf = 0,
     1 / 0 = inf, NaN stays NaN.  A division otherwise."""
-    if _COMPILED:
-        if x.dtype == tl.float32:
-            return tl.inline_asm_elementwise(
-                "rcp.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True, pack=1
-            )
-        else:
-            return 1.0 / x
+    if COMPILED and x.dtype == tl.float32:
+        return mufu(x, "rcp.approx.ftz.f32 $0, $1;")
     else:
         return 1.0 / x
 

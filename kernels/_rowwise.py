@@ -51,6 +51,7 @@ import triton.language as tl
 from triton import knobs
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
+from kernels._activations import COMPILED, mufu
 from kernels._launch import INTERPRETER, FastKernel, current_device, current_stream
 from kernels.plans import (
     VECTOR_BYTES,
@@ -153,10 +154,6 @@ def merge_max_sum(m, s, m_part, s_part):
     return m_new, s
 
 
-# Inline PTX (ex2.approx.ftz, griddepcontrol) only in compiled code: the interpreter has none.
-COMPILED = tl.constexpr(not INTERPRETER)
-
-
 @triton.jit
 def exp(x):
     """e^x in two instructions for float32 (a multiply and one ``ex2.approx.ftz``: relative
@@ -164,13 +161,8 @@ def exp(x):
     non-flushing ``ex2.approx.f32``, which ptxas wraps in four more instructions per element
     to scale denormals: on the wide-row loops that was the issue slots the SM ran out of
     before the memory did.  NaN and +-inf map as ``tl.exp`` maps them; float64 keeps ``tl.exp``."""
-    if COMPILED:
-        if x.dtype == tl.float32:
-            return tl.inline_asm_elementwise(
-                "ex2.approx.ftz.f32 $0, $1;", "=f,f", [x * 1.4426950408889634], dtype=tl.float32, is_pure=True, pack=1
-            )
-        else:
-            return tl.exp(x)
+    if COMPILED and x.dtype == tl.float32:
+        return mufu(x * 1.4426950408889634, "ex2.approx.ftz.f32 $0, $1;")
     else:
         return tl.exp(x)
 
@@ -183,13 +175,8 @@ def log(x):
     statistics took one per lane and step, 16 calls in the loss loop's body (PTX of the
     4096 x 32000 loss plan), where the loss-only forward ran at 1.3 TB/s.  0 -> -inf,
     +inf -> +inf and NaN -> NaN, as ``tl.log``; float64 keeps ``tl.log``."""
-    if COMPILED:
-        if x.dtype == tl.float32:
-            return 0.6931471805599453 * tl.inline_asm_elementwise(
-                "lg2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True, pack=1
-            )
-        else:
-            return tl.log(x)
+    if COMPILED and x.dtype == tl.float32:
+        return 0.6931471805599453 * mufu(x, "lg2.approx.ftz.f32 $0, $1;")
     else:
         return tl.log(x)
 

@@ -41,11 +41,11 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels._activations import COMPILED, rcp
 from kernels._checks import check_device, check_float, check_plan, check_same_device, check_tensor, eager_path
 from kernels._launch import FastKernel, current_device
 from kernels._rowwise import (
     ALIGN_ROWS,
-    COMPILED,
     RowCall,
     RowExtras,
     RowOp,
@@ -82,9 +82,7 @@ def _tanh(y, FAST: tl.constexpr):
     # < 2e-10 there, where 1 - e^(-2|y|) would cancel), (1 - e) / (1 + e) above.
     fast: tl.constexpr = FAST and COMPILED and y.dtype == tl.float32
     if fast:
-        r = tl.inline_asm_elementwise(
-            "rcp.approx.ftz.f32 $0, $1;", "=f,f", [1.0 + exp(2.0 * y)], dtype=tl.float32, is_pure=True, pack=1
-        )
+        r = rcp(1.0 + exp(2.0 * y))
         t = 1.0 - 2.0 * r
     else:
         ay = tl.abs(y)
