@@ -129,6 +129,14 @@ def row_layout(tensors: Sequence[torch.Tensor]) -> tuple[int, int]:
     return vec, ALIGN_ROWS if first == 0 else ALIGN_WINDOW
 
 
+def row_vec(tensors: Sequence[torch.Tensor]) -> int:
+    """VEC (see :func:`row_layout`) where every row of every tensor starts on a 16-byte
+    boundary, else 1: for kernels that take runtime row strides and show the compiler their
+    multiple (``tl.multiple_of``), which it cannot see in a runtime value."""
+    vec, align = row_layout(tensors)
+    return vec if align == ALIGN_ROWS else 1
+
+
 # =============================================================================== jit helpers
 
 

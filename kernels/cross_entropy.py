@@ -45,13 +45,13 @@ from kernels._activations import COMPILED, rcp
 from kernels._checks import check_device, check_float, check_plan, check_same_device, check_tensor, eager_path
 from kernels._launch import FastKernel, current_device
 from kernels._rowwise import (
-    ALIGN_ROWS,
     RowCall,
     RowExtras,
     RowOp,
     exp,
     log,
     row_layout,
+    row_vec,
     run_rows,
     safe_shift,
     sm_count,
@@ -395,8 +395,7 @@ def scale_rows_(grad: torch.Tensor, dloss: torch.Tensor) -> torch.Tensor:
     index = grad.device.index if grad.is_cuda else -1
     key = (index, grad.dtype, g.dtype, grad.data_ptr() % 16 == 0, g.data_ptr() % 16 == 0)
     args = (grad, g, n_rows, grad.stride(0), blocks)
-    vec, align = row_layout((grad,))
-    vec = vec if align == ALIGN_ROWS else 1
+    vec = row_vec((grad,))
     programs = min(n_rows * blocks, _SCALE_PROGRAMS_PER_SM * sm_count(grad.device))
     _SCALE_ROWS.launch(key, index, (programs, 1, 1), args, (width, block, vec, g.dim() == 0), 4)
     return grad

@@ -33,7 +33,7 @@ import triton.language as tl
 
 from kernels._checks import check_device, check_float, check_plan, check_same_device, check_tensor, eager_path
 from kernels._launch import FastKernel, current_device
-from kernels._rowwise import ALIGN_ROWS, RowCall, RowExtras, RowOp, column_sum, row_layout, run_rows, sm_count
+from kernels._rowwise import RowCall, RowExtras, RowOp, column_sum, row_layout, row_vec, run_rows, sm_count
 from kernels.plans import PLAN_KINDS, RMSNORM_BACKWARD_POLICY, RMSNORM_POLICY, RowPlan, next_power_of_2
 
 # =============================================================================== arithmetic
@@ -132,7 +132,7 @@ FUSED_MIN_WIDTH = 2048
 @triton.jit
 def _row_start(r, stride, VEC: tl.constexpr):
     """``r * stride``, shown to be a multiple of VEC (the host checked every stride and base:
-    see :func:`_fused_vec`).  Strides are runtime values (a new stride never recompiles), so
+    see :func:`kernels._rowwise.row_vec`).  Strides are runtime values (a new stride never recompiles), so
     without this the compiler can prove no alignment and loads and stores one element at a
     time: the fused backward did, until 2026-12-02 (PTX for sm_90: 16 ``ld.global.b16`` a row
     tile where 2 ``ld.global.v4.b32`` do)."""
@@ -204,14 +204,6 @@ def _bwd_fused_kernel(
 _BWD_FUSED = FastKernel(_bwd_fused_kernel)
 
 
-def _fused_vec(tensors: tuple[torch.Tensor, ...]) -> int:
-    """Elements per 16-byte vector of the narrowest row tensor where every row of every tensor
-    starts on a 16-byte boundary (the kernel's loads and stores are then whole vectors); 1
-    otherwise (one element at a time, any layout)."""
-    vec, align = row_layout(tensors)
-    return vec if align == ALIGN_ROWS else 1
-
-
 def fused_applies(width: int, weight: torch.Tensor | None) -> bool:
     """Whether the fused backward covers this problem (a weight whose gradient is wanted,
     rows that fit one program)."""
@@ -278,7 +270,7 @@ def backward_fused(
     _BWD_FUSED.launch(
         key, index, (programs, 1, 1),
         (h2d, dy2d, dh, weight, dx2d, part, n_rows, h2d.stride(0), dy2d.stride(0), dh.stride(0), dx2d.stride(0)),
-        (width, block, float(eps), dh2d is not None, acc, prefetch, _fused_vec(rows_t), stages or fit_stages),
+        (width, block, float(eps), dh2d is not None, acc, prefetch, row_vec(rows_t), stages or fit_stages),
         warps,
     )  # fmt: skip
     return column_sum(part, out_dtype=weight.dtype)
