@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -65,6 +66,8 @@ from kernels.plans import (
 )
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+# PROBE (notes/probe_l2.py): the cache operator of row outputs' stores ("" or ".cs").
+ROW_STORE = tl.constexpr(os.environ.get("LAB_ROW_STORE", ""))
 MAX_GRID_X = 2**31 - 1  # CUDA's limit on grid axis 0; axes 1 and 2 stop at 65535, so only axis 0 is used
 ALIGN_NONE, ALIGN_ROWS, ALIGN_WINDOW = 0, 1, 2
 
@@ -365,10 +368,10 @@ def _load_lanes(
 @triton.jit
 def _store_lanes(out_ptr, o_base, k, v, lead, full, WIDTH: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr):
     if full:
-        tl.store(out_ptr + o_base + k, _out(v, out_ptr))
+        tl.store(out_ptr + o_base + k, _out(v, out_ptr), cache_modifier=ROW_STORE)
     else:
         _load, _inside, store = window_masks(k, lead, WIDTH, VEC, ALIGN, True)
-        tl.store(out_ptr + o_base + k, _out(v, out_ptr), mask=store)
+        tl.store(out_ptr + o_base + k, _out(v, out_ptr), mask=store, cache_modifier=ROW_STORE)
 
 
 @triton.jit
@@ -516,11 +519,11 @@ def _emit(APPLY: tl.constexpr, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_b
             y, y2 = APPLY(a, b, c, w, m, s, ARG)
         else:
             y, y2 = APPLY(a, b, c, w, m, s)
-        tl.store(out_ptr + o_base + k, _out(y, out_ptr), mask=mask)
+        tl.store(out_ptr + o_base + k, _out(y, out_ptr), mask=mask, cache_modifier=ROW_STORE)
         if EXT & 8:
-            tl.store(out2_ptr + o2_base + k, _out(y2, out2_ptr), mask=mask)
+            tl.store(out2_ptr + o2_base + k, _out(y2, out2_ptr), mask=mask, cache_modifier=ROW_STORE)
     else:
-        tl.store(out_ptr + o_base + k, _out(APPLY(a, b, m, s), out_ptr), mask=mask)
+        tl.store(out_ptr + o_base + k, _out(APPLY(a, b, m, s), out_ptr), mask=mask, cache_modifier=ROW_STORE)
 
 
 @triton.jit
