@@ -69,6 +69,7 @@ class FastKernel:
                 raise TypeError(f"{fn.__name__}: integer parameter {p.name} must be in do_not_specialize")
         self.const_names = tuple(p.name for p in params[first:])
         self._cache: dict[tuple[Any, ...], tuple[Any, Any, Any]] = {}
+        self._resident: dict[tuple[Any, ...], int] = {}
 
     def launch(
         self,
@@ -80,8 +81,9 @@ class FastKernel:
         num_warps: int,
         num_stages: int = 3,
         pdl: bool = False,
+        coop: bool = False,
     ) -> None:
-        full_key = (key, consts, num_warps, num_stages, pdl)
+        full_key = (key, consts, num_warps, num_stages, pdl, coop)
         hit = self._cache.get(full_key)
         if hit is not None and not knobs.runtime.launch_enter_hook.calls:
             run, function, metadata = hit
@@ -99,7 +101,7 @@ class FastKernel:
                 *consts,
             )
             return
-        compiled = self.launch_uncached(grid, args, consts, num_warps, num_stages, pdl)
+        compiled = self.launch_uncached(grid, args, consts, num_warps, num_stages, pdl, coop)
         if not INTERPRETER and compiled is not None and hasattr(compiled, "function"):
             self._cache[full_key] = (compiled.run, compiled.function, compiled.packed_metadata)
 
@@ -111,13 +113,52 @@ class FastKernel:
         num_warps: int,
         num_stages: int = 3,
         pdl: bool = False,
+        coop: bool = False,
     ) -> Any:
         """Triton's own launch path, every time (the dispatch study times what the cache saves);
         returns Triton's compiled kernel.  ``pdl``: launch as a programmatic dependent of the
         kernel before it on the stream (the kernel must call ``gdc_wait`` before reading what
-        that kernel writes); ignored under the interpreter."""
-        extra = {"launch_pdl": True} if pdl and not INTERPRETER else {}
+        that kernel writes); ``coop``: a cooperative launch (every program resident at once, or
+        the driver refuses it; see :meth:`resident`).  Both ignored under the interpreter."""
         return self.fn[grid](
             *args, **dict(zip(self.const_names, consts, strict=True)), num_warps=num_warps, num_stages=num_stages,
-            **extra,
+            **launch_options(pdl, coop),
         )  # fmt: skip
+
+    def resident(
+        self, key: tuple[Any, ...], args: Sequence[Any], consts: tuple[Any, ...], num_warps: int, sms: int,
+        num_stages: int = 3,
+    ) -> int:  # fmt: skip
+        """How many programs of the cooperative launch of this kernel fit on a GPU of ``sms``
+        multiprocessors at once (:func:`resident_programs`).  Compiles the kernel (without
+        launching it) the first time a key is asked; under the interpreter, 5 programs (run one
+        after another there anyway)."""
+        full_key = (key, consts, num_warps, num_stages, sms)
+        found = self._resident.get(full_key)
+        if found is not None:
+            return found
+        if INTERPRETER:
+            return 5
+        compiled = self.fn.warmup(
+            *args, grid=(1,), **dict(zip(self.const_names, consts, strict=True)), num_warps=num_warps,
+            num_stages=num_stages, **launch_options(False, True),
+        )  # fmt: skip
+        self._resident[full_key] = found = resident_programs(compiled, num_warps, sms)
+        return found
+
+
+def resident_programs(compiled: Any, num_warps: int, sms: int) -> int:
+    """Programs of a compiled kernel that an sm_90 GPU of ``sms`` multiprocessors holds at
+    once: its registers (65,536 a multiprocessor, allotted per warp in 256s), shared memory
+    (228 KB, 1 KB more a program), warps (64) and programs (32) per multiprocessor."""
+    compiled._init_handles()
+    warp_regs = -(-max(compiled.n_regs, 1) * 32 // 256) * 256
+    per_sm = min(32, 64 // num_warps, 65536 // (warp_regs * num_warps), 233472 // (compiled.metadata.shared + 1024))
+    return max(1, per_sm) * sms
+
+
+def launch_options(pdl: bool, coop: bool) -> dict[str, bool]:
+    """Triton's launch options for a programmatic dependent and for a cooperative launch."""
+    if INTERPRETER:
+        return {}
+    return {**({"launch_pdl": True} if pdl else {}), **({"launch_cooperative_grid": True} if coop else {})}

@@ -53,7 +53,14 @@ from triton import knobs
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from kernels._activations import COMPILED, mufu
-from kernels._launch import INTERPRETER, FastKernel, current_device, current_stream
+from kernels._launch import (
+    INTERPRETER,
+    FastKernel,
+    current_device,
+    current_stream,
+    launch_options,
+    resident_programs,
+)
 from kernels.plans import (
     VECTOR_BYTES,
     ColumnPlan,
@@ -70,22 +77,6 @@ FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 ROW_STORE = tl.constexpr(os.environ.get("LAB_ROW_STORE", ""))
 MAX_GRID_X = 2**31 - 1  # CUDA's limit on grid axis 0; axes 1 and 2 stop at 65535, so only axis 0 is used
 ALIGN_NONE, ALIGN_ROWS, ALIGN_WINDOW = 0, 1, 2
-
-# =============================================================================== plans
-
-
-def one_launch_split_ok(plan: RowPlan, sm_count: int) -> bool:
-    """Whether a one-launch split cannot deadlock.
-
-    Its programs take (row, chunk) from an atomic ticket, so every row but the one being
-    handed out has all its programs resident or finished; only that last row waits, on at
-    most ``chunks - 1`` resident programs.  It cannot deadlock while those fit on the GPU
-    beside one more program: at two programs per SM (far below what these small programs
-    allow) that is ``chunks <= 2 * SMs``, with each program walking a single block.  The
-    interpreter runs programs one after another, so a program waiting for another would
-    wait forever there: never allowed."""
-    return not INTERPRETER and plan.span == 1 and plan.chunks <= 2 * sm_count
-
 
 # =============================================================================== row views
 
@@ -266,26 +257,27 @@ def edge_offsets(lead, WIDTH: tl.constexpr, VEC: tl.constexpr):
 
 
 @triton.jit
-def take_ticket(sync_ptr, CHUNKS: tl.constexpr):
-    """(row, chunk) for this program, handed out in start order by an atomic ticket.
+def grid_barrier(sync_ptr, n_programs):
+    """Wait until all ``n_programs`` programs of the launch have arrived (a cooperative
+    launch: all of them are resident at once, or the launch is refused).
 
-    Block indices do not promise start order; tickets do.  Every row below the one being
-    handed out then has all its programs resident or finished, which is what lets a row's
-    programs wait for each other without deadlock (see one_launch_split_ok)."""
-    ticket = tl.atomic_add(sync_ptr, 1)
-    return (ticket // CHUNKS).to(tl.int64), ticket % CHUNKS
-
-
-@triton.jit
-def row_barrier(sync_ptr, row, CHUNKS: tl.constexpr):
-    """Publish this program's per-chunk result, then wait until the row's CHUNKS programs
-    have all published.  The barrier orders this program's stores before the release; the
-    acquire orders the loads that follow after every release of the row."""
+    ``sync[0]`` counts arrivals and goes back to 0 when the barrier opens; ``sync[1]`` counts
+    openings.  A program reads the opening count before it arrives, so it waits for the next
+    one: the buffer needs zeroing once, never between launches (a launch runs after the one
+    before it on its stream has finished).  The CTA barrier orders every thread's stores before
+    the arriving atomic's release; the acquire orders the loads that follow after the last
+    program's release."""
     tl.debug_barrier()
-    tl.atomic_add(sync_ptr + 1 + row, 1, sem="release")
-    arrived = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire")
-    while arrived < CHUNKS:
-        arrived = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire")
+    opened = tl.atomic_add(sync_ptr + 1, 0, sem="acquire")
+    arrived = tl.atomic_add(sync_ptr, 1, sem="acq_rel")
+    if arrived == n_programs - 1:
+        tl.atomic_xchg(sync_ptr, 0, sem="relaxed")
+        tl.atomic_add(sync_ptr + 1, 1, sem="release")
+    else:
+        now = tl.atomic_add(sync_ptr + 1, 0, sem="acquire")
+        while now == opened:
+            now = tl.atomic_add(sync_ptr + 1, 0, sem="acquire")
+    tl.debug_barrier()
 
 
 @triton.jit
@@ -690,27 +682,25 @@ def _split_position(pid, CHUNKS: tl.constexpr, SPAN: tl.constexpr, WIDE: tl.cons
     return row, chunk, first
 
 
-@triton.jit(do_not_specialize=_INTS)
-def row_split_reduce_kernel(
-    a_ptr, b_ptr, c_ptr, w_ptr, stats_ptr,
-    n_rows: tl.int64, a_stride: tl.int64, b_stride: tl.int64, c_stride: tl.int64, out_stride: tl.int64,
-    out2_stride: tl.int64,
+@triton.jit
+def _reduce_chunk(
+    a_ptr, b_ptr, c_ptr, w_ptr, stats_ptr, item,
+    n_rows, a_stride, b_stride, c_stride, out_stride, out2_stride,
     WIDTH: tl.constexpr, BLOCK: tl.constexpr, LANES: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
     ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
     ACCUMULATE: tl.constexpr, COMBINE: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr,
-    EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
+    EXT: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
 ):  # fmt: skip
-    # Program (row, chunk) reduces SPAN blocks and writes the chunk's two statistics (8 bytes
-    # in fp32) to stats[row, chunk]; it asks L2 to keep the chunk for the apply launch.
+    # Chunk ``item`` = (row, chunk) reduces its SPAN blocks and writes the chunk's two
+    # statistics (8 bytes in fp32) to stats[row, chunk]; it asks L2 to keep the chunk for the
+    # apply pass, which reads it again.
     UNROLL: tl.constexpr = BLOCK // LANES
     PAD: tl.constexpr = VEC - 1 if ALIGN == 2 else 0
     WIDE: tl.constexpr = WIDTH + PAD + BLOCK >= 2**31
     LO: tl.constexpr = 1 if ALIGN == 2 else 0
     HI: tl.constexpr = WIDTH // BLOCK
     POLICY: tl.constexpr = "" if EXT & 32 else "evict_last"
-    if COMPILED:  # the apply launch may start as this one's last programs run (see below)
-        gdc_launch_dependents()
-    row, chunk, first = _split_position(tl.program_id(0), CHUNKS, SPAN, WIDE)
+    row, chunk, first = _split_position(item, CHUNKS, SPAN, WIDE)
     a_base, b_base, _o_base, lead = row_bases(row, a_stride, b_stride, out_stride, VEC, ALIGN)
     c_base, _o2_base = extra_bases(row, c_stride, out2_stride, VEC, ALIGN)
     c_base, w_ptr = row_inputs(c_ptr, w_ptr, c_base, row, lead, row < n_rows, EXT)
@@ -749,29 +739,27 @@ def _merge_row_stats(
     return tl.zeros((1,), ACC) + tl.max(m, axis=0), tl.zeros((1,), ACC) + tl.max(s, axis=0)
 
 
-@triton.jit(do_not_specialize=_INTS)
-def row_split_apply_kernel(
-    a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, rstat_ptr, stats_ptr,
-    n_rows: tl.int64, a_stride: tl.int64, b_stride: tl.int64, c_stride: tl.int64, out_stride: tl.int64,
-    out2_stride: tl.int64,
+@triton.jit
+def _apply_chunk(
+    a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, rstat_ptr, stats_ptr, item,
+    n_rows, a_stride, b_stride, c_stride, out_stride, out2_stride,
     WIDTH: tl.constexpr, BLOCK: tl.constexpr, LANES: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
     ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
     COMBINE: tl.constexpr, APPLY: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr,
-    EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
+    EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr, WAIT: tl.constexpr,
 ):  # fmt: skip
+    # Chunk ``item`` merges its row's statistics and writes its outputs, reading the chunk
+    # again (from L2, where the reduce pass asked to keep it).  WAIT: launched as a
+    # programmatic dependent of the reduce launch, the program reads its first block (the
+    # input, which the reduce does not write) before it waits for the reduce's statistics.
     UNROLL: tl.constexpr = BLOCK // LANES
     PAD: tl.constexpr = VEC - 1 if ALIGN == 2 else 0
     WIDE: tl.constexpr = WIDTH + PAD + BLOCK >= 2**31
     LO: tl.constexpr = 1 if ALIGN == 2 else 0
     HI: tl.constexpr = WIDTH // BLOCK
-    # Launched as a programmatic dependent of the reduce launch: its programs can start while
-    # the reduce's last ones run, read their first block (the input, which the reduce does
-    # not write), and only then wait for the reduce's statistics (gdc_wait returns at once
-    # without a dependent launch).  That hides the gap between the launches, a few µs that
-    # rows of a few hundred KB cannot afford.
-    row, chunk, first = _split_position(tl.program_id(0), CHUNKS, SPAN, WIDE)
+    row, chunk, first = _split_position(item, CHUNKS, SPAN, WIDE)
     if EXT & 32:  # no row output: one program per row merges and writes rstat
-        if COMPILED:
+        if WAIT:
             gdc_wait()
         m, s = _merge_row_stats(stats_ptr, row, CHUNKS, COMBINE, ACC, ".cg", M_INIT)
         m, s = _finish(FINISH, m, s, EXT, WIDTH, ARG)
@@ -785,7 +773,7 @@ def row_split_apply_kernel(
         a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, full, WIDTH, VEC, ALIGN,
                            A_CAST, A_FILL, HAS_B, ACC, "evict_first")  # fmt: skip
         c, w = _load_cw_lanes(c_ptr, w_ptr, c_base, k, lead, full, WIDTH, VEC, ALIGN, EXT, ACC, "evict_first")
-        if COMPILED:
+        if WAIT:
             gdc_wait()
         m, s = _merge_row_stats(stats_ptr, row, CHUNKS, COMBINE, ACC, ".cg", M_INIT)
         m, s = _finish(FINISH, m, s, EXT, WIDTH, ARG)
@@ -807,40 +795,78 @@ def row_split_apply_kernel(
 
 
 @triton.jit(do_not_specialize=_INTS)
+def row_split_reduce_kernel(
+    a_ptr, b_ptr, c_ptr, w_ptr, stats_ptr,
+    n_rows: tl.int64, a_stride: tl.int64, b_stride: tl.int64, c_stride: tl.int64, out_stride: tl.int64,
+    out2_stride: tl.int64,
+    WIDTH: tl.constexpr, BLOCK: tl.constexpr, LANES: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
+    ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
+    ACCUMULATE: tl.constexpr, COMBINE: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr,
+    EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
+):  # fmt: skip
+    # One program per (row, chunk).
+    if COMPILED:  # the apply launch may start as this one's last programs run
+        gdc_launch_dependents()
+    _reduce_chunk(a_ptr, b_ptr, c_ptr, w_ptr, stats_ptr, tl.program_id(0),
+                  n_rows, a_stride, b_stride, c_stride, out_stride, out2_stride,
+                  WIDTH, BLOCK, LANES, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B, ACCUMULATE, COMBINE, CHUNKS, SPAN,
+                  EXT, M_INIT, ARG)  # fmt: skip
+
+
+@triton.jit(do_not_specialize=_INTS)
+def row_split_apply_kernel(
+    a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, rstat_ptr, stats_ptr,
+    n_rows: tl.int64, a_stride: tl.int64, b_stride: tl.int64, c_stride: tl.int64, out_stride: tl.int64,
+    out2_stride: tl.int64,
+    WIDTH: tl.constexpr, BLOCK: tl.constexpr, LANES: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
+    ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
+    COMBINE: tl.constexpr, APPLY: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr,
+    EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
+):  # fmt: skip
+    # One program per (row, chunk), a programmatic dependent of the reduce launch: that hides
+    # the gap between the launches, a few µs that rows of a few hundred KB cannot afford
+    # (gdc_wait returns at once without a dependent launch).
+    _apply_chunk(a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, rstat_ptr, stats_ptr, tl.program_id(0),
+                 n_rows, a_stride, b_stride, c_stride, out_stride, out2_stride,
+                 WIDTH, BLOCK, LANES, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B, COMBINE, APPLY, CHUNKS, SPAN,
+                 EXT, FINISH, M_INIT, ARG, COMPILED)  # fmt: skip
+
+
+@triton.jit(do_not_specialize=_INTS)
 def row_split_one_launch_kernel(
     a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, rstat_ptr, stats_ptr, sync_ptr,
     n_rows: tl.int64, a_stride: tl.int64, b_stride: tl.int64, c_stride: tl.int64, out_stride: tl.int64,
     out2_stride: tl.int64,
-    WIDTH: tl.constexpr, BLOCK: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
+    WIDTH: tl.constexpr, BLOCK: tl.constexpr, LANES: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
     ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
-    ACCUMULATE: tl.constexpr, COMBINE: tl.constexpr, APPLY: tl.constexpr, CHUNKS: tl.constexpr,
-    EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
+    ACCUMULATE: tl.constexpr, COMBINE: tl.constexpr, APPLY: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr,
+    PHASE: tl.constexpr, EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
 ):  # fmt: skip
-    # The minimum traffic in one launch: each program reads its chunk once and keeps it in
-    # registers while the row's programs swap statistics through global memory.
-    # sync[0] hands out tickets in start order; sync[1 + row] counts the row's published chunks.
-    row, chunk = take_ticket(sync_ptr, CHUNKS)
-    rows = row + tl.arange(0, 1)
-    a_base, b_base, o_base, lead = row_bases(rows, a_stride, b_stride, out_stride, VEC, ALIGN)
-    c_base, o2_base = extra_bases(rows, c_stride, out2_stride, VEC, ALIGN)
-    c_base, w_ptr = row_inputs(c_ptr, w_ptr, c_base, rows, lead, rows < n_rows, EXT)
-    k = chunk * BLOCK + tl.arange(0, BLOCK)[None, :]
-    load, inside, store = window_masks(k, lead, WIDTH, VEC, ALIGN, False)
-    a, b = _load_ab(a_ptr, b_ptr, a_base, b_base, k, load, inside, A_CAST, A_FILL, HAS_B, ACC, "")
-    c, w = _load_cw(c_ptr, w_ptr, c_base, k, lead, load, inside, True, EXT, ALIGN, ACC, "")
-    m, s = _fold(ACCUMULATE, tl.full((1,), M_INIT, ACC), tl.zeros((1,), ACC), a, b, c, w, EXT, ARG)
-    slot = stats_ptr + (row * CHUNKS + chunk) * 2
-    tl.store(slot + tl.arange(0, 1), m)
-    tl.store(slot + 1 + tl.arange(0, 1), s)
-    row_barrier(sync_ptr, row, CHUNKS)
-    m, s = _merge_row_stats(stats_ptr, rows, CHUNKS, COMBINE, ACC, ".cg", M_INIT)
-    m, s = _finish(FINISH, m, s, EXT, WIDTH, ARG)
-    _store_rstat(rstat_ptr, rows, m, chunk == 0, EXT)
-    if not (EXT & 32):
-        _emit(APPLY, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_base, k, store, EXT, ARG)
-        _edges(a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, a_base, b_base, c_base, o_base, o2_base, lead, m, s,
-               True, chunk * BLOCK, (chunk + 1) * BLOCK, True, WIDTH, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B,
-               APPLY, EXT, ARG)  # fmt: skip
+    # The split in one cooperative launch: as many programs as the GPU holds at once walk the
+    # (row, chunk) chunks, reduce every one of theirs, meet at one grid barrier, and apply,
+    # walking their chunks backwards so that the first they read again are the ones they read
+    # last (most likely still in L2).  No second launch, no ramp down and up between the
+    # passes, and one launch's host cost.  PHASE 1 or 2: only that pass, no barrier (the
+    # interpreter, which runs programs one after another, launches the two in turn).
+    pid = tl.program_id(0)
+    n_programs = tl.num_programs(0)
+    n_items = n_rows * CHUNKS
+    if PHASE != 2:
+        for item in tl.range(pid, n_items, n_programs):
+            _reduce_chunk(a_ptr, b_ptr, c_ptr, w_ptr, stats_ptr, tl.cast(item, tl.int64),
+                          n_rows, a_stride, b_stride, c_stride, out_stride, out2_stride,
+                          WIDTH, BLOCK, LANES, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B, ACCUMULATE, COMBINE,
+                          CHUNKS, SPAN, EXT, M_INIT, ARG)  # fmt: skip
+    if PHASE == 0:
+        grid_barrier(sync_ptr, n_programs)
+    if PHASE != 1:
+        mine = (n_items - 1 - pid) // n_programs  # this program's last chunk is pid + mine * n_programs
+        for j in tl.range(0, mine + 1):
+            _apply_chunk(a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, rstat_ptr, stats_ptr,
+                         tl.cast(pid + (mine - j) * n_programs, tl.int64),
+                         n_rows, a_stride, b_stride, c_stride, out_stride, out2_stride,
+                         WIDTH, BLOCK, LANES, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B, COMBINE, APPLY, CHUNKS, SPAN,
+                         EXT, FINISH, M_INIT, ARG, False)  # fmt: skip
 
 
 # =============================================================================== launching
@@ -948,8 +974,11 @@ class RowLauncher:
         programs_per_row: int = 1,
         pdl: bool = False,
         per_column: Sequence[bool] = (),
+        coop: bool = False,
     ) -> None:
-        """``per_column[i]``: tensor i is indexed by column, not row (never sliced into batches)."""
+        """``per_column[i]``: tensor i is indexed by column, not row (never sliced into batches).
+        ``coop``: a cooperative launch of at most as many programs as the GPU holds at once
+        (the kernel walks the ``rows * programs_per_row`` items itself)."""
         device = tensors[0].device
         index = device.index if device.type == "cuda" else -1
         per_launch = (MAX_GRID_X // programs_per_row) * rows_per_program
@@ -962,15 +991,25 @@ class RowLauncher:
         guard = index >= 0 and index != current_device()
         for views, rows in batches:
             key = (index, *[(t.dtype, t.data_ptr() % VECTOR_BYTES == 0) for t in views])
-            grid = (cdiv(rows, rows_per_program) * programs_per_row, 1, 1)
             args = (*views, rows, *strides)
-            if self.uncached:
-                self.kernel.launch_uncached(grid, args, consts, num_warps, pdl=pdl)
-            elif guard:  # Triton launches on the current device; a tensor elsewhere needs its own
+            if guard:  # Triton launches on the current device; a tensor elsewhere needs its own
                 with torch.cuda.device(index):
-                    self.kernel.launch(key, index, grid, args, consts, num_warps, pdl=pdl)
+                    self._launch(key, index, rows, args, consts, num_warps, rows_per_program, programs_per_row, pdl,
+                                 coop)  # fmt: skip
             else:
-                self.kernel.launch(key, index, grid, args, consts, num_warps, pdl=pdl)
+                self._launch(key, index, rows, args, consts, num_warps, rows_per_program, programs_per_row, pdl, coop)
+
+    def _launch(
+        self, key: tuple[Any, ...], index: int, rows: int, args: tuple[Any, ...], consts: tuple[Any, ...],
+        num_warps: int, rows_per_program: int, programs_per_row: int, pdl: bool, coop: bool,
+    ) -> None:  # fmt: skip
+        programs = cdiv(rows, rows_per_program) * programs_per_row
+        if coop:
+            programs = min(programs, self.kernel.resident(key, args, consts, num_warps, sm_count(args[0].device)))
+        if self.uncached:
+            self.kernel.launch_uncached((programs, 1, 1), args, consts, num_warps, pdl=pdl, coop=coop)
+        else:
+            self.kernel.launch(key, index, (programs, 1, 1), args, consts, num_warps, pdl=pdl, coop=coop)
 
 
 _BLOCK_L = RowLauncher(row_block_kernel)
@@ -992,6 +1031,7 @@ class _Step:
     rows_per_program: int = 1
     programs_per_row: int = 1
     pdl: bool = False  # a programmatic dependent launch of the step before it
+    coop: bool = False  # a cooperative launch of at most the programs the GPU holds at once
 
 
 def _steps(
@@ -1006,11 +1046,17 @@ def _steps(
     if plan.kind == "block":
         consts = (*shape[:2], plan.rows_per_program, *shape[2:], op.row, op.apply, op.accumulate, *tail)
         return [_Step(_BLOCK_L, consts, ROW_ROLES, rows_per_program=plan.rows_per_program)]
-    if plan.one_launch:
-        consts = (*shape, op.accumulate, op.combine, op.apply, plan.chunks, *tail)
-        return [_Step(_ONE_LAUNCH_L, consts, (*ROW_ROLES, "stats", "sync"), programs_per_row=plan.chunks)]
     # Lane tiles (lane_offsets): one 16-byte vector per thread across the block's width.
     lanes = (width, plan.block, min(plan.block, plan.num_warps * 32 * vec), *shape[2:])
+    if plan.one_launch:
+        # The interpreter runs programs one after another: a barrier would wait forever, so it
+        # runs the two passes as two launches of the same kernel.
+        roles = (*ROW_ROLES, "stats", "sync")
+        return [
+            _Step(_ONE_LAUNCH_L, (*lanes, op.accumulate, op.combine, op.apply, plan.chunks, plan.span, phase, *tail),
+                  roles, 1, plan.chunks, coop=True)
+            for phase in ((1, 2) if INTERPRETER else (0,))
+        ]  # fmt: skip
     if plan.kind == "looped":
         consts = (*lanes, op.accumulate, op.combine, op.apply, plan.stages, plan.evict, *tail)
         return [_Step(_LOOPED_L, consts, ROW_ROLES)]
@@ -1026,12 +1072,34 @@ def _scratch(plan: RowPlan, n_rows: int, device: torch.device | int, acc64: bool
     if plan.kind != "split":
         return {}
     # Per-chunk statistics: 8 bytes per chunk in fp32, a few KB next to the row's data.
-    out = {
-        "stats": torch.empty((n_rows, plan.chunks, 2), device=device, dtype=torch.float64 if acc64 else torch.float32)
-    }
+    dtype = torch.float64 if acc64 else torch.float32
     if plan.one_launch:
-        out["sync"] = torch.zeros(n_rows + 1, device=device, dtype=torch.int32)
-    return out
+        stats, sync = _one_launch_scratch(n_rows * plan.chunks * 2, device, dtype)
+        return {"stats": stats, "sync": sync}
+    return {"stats": torch.empty(n_rows * plan.chunks * 2, device=device, dtype=dtype)}
+
+
+# The one-launch split's scratch on each (device, stream, dtype), reused call after call: its
+# statistics (grown as needed; a launch runs after the one before it on its stream has
+# finished) and its barrier's two counters, zeroed once (the barrier leaves them as it found
+# them).  A CUDA-graph capture takes buffers of its own, which the graph keeps.
+_ONE_LAUNCH_SCRATCH: dict[tuple[int, int, torch.dtype], tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def _one_launch_scratch(
+    n_stats: int, device: torch.device | int, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    index = device if isinstance(device, int) else (device.index if device.type == "cuda" else -1)
+    if index is None:
+        index = current_device()
+    if index < 0 or torch.cuda.is_current_stream_capturing():
+        return torch.empty(n_stats, device=device, dtype=dtype), torch.zeros(2, device=device, dtype=torch.int32)
+    key = (index, current_stream(index), dtype)
+    found = _ONE_LAUNCH_SCRATCH.get(key)
+    if found is None or found[0].numel() < n_stats:
+        sync = found[1] if found is not None else torch.zeros(2, device=index, dtype=torch.int32)
+        found = _ONE_LAUNCH_SCRATCH[key] = (torch.empty(max(n_stats, 4096), device=index, dtype=dtype), sync)
+    return found
 
 
 def _c_role(a: torch.Tensor, extras: RowExtras) -> torch.Tensor:
@@ -1067,15 +1135,10 @@ def run_rows(
     The general launch path (any plan, any device, any row count); :class:`RowCall` is the
     eager fast path in front of it.  Row tensors have a contiguous last dimension;
     ``(vec, align)`` come from :func:`row_layout` over the same tensors, which the plan was
-    made for.  Raises ``ValueError`` for a one-launch split that could deadlock."""
+    made for."""
     n_rows, width = a.shape
     if n_rows == 0 or width == 0:
         return
-    if plan.one_launch and (not one_launch_split_ok(plan, sm_count(a.device)) or n_rows * plan.chunks > MAX_GRID_X):
-        raise ValueError(
-            f"a one-launch split of {plan.chunks} chunks x {plan.span} blocks per row could deadlock "
-            "(its programs wait for each other); use the two-launch split"
-        )
     tensors = _row_tensors(a, b, out, extras)
     strides = _strides(tensors)
     tensors.update(_scratch(plan, n_rows, a.device, torch.float64 in (a.dtype, out.dtype)))
@@ -1083,7 +1146,7 @@ def run_rows(
         step.launcher(
             [tensors[r] for r in step.roles], n_rows, strides, step.consts, plan.num_warps,
             step.rows_per_program, step.programs_per_row, step.pdl,
-            [r == "w" and not extras.w_per_row for r in step.roles],
+            [r == "w" and not extras.w_per_row for r in step.roles], step.coop,
         )  # fmt: skip
 
 
@@ -1093,17 +1156,20 @@ class _Prepared:
     binding, no specialization key, no ``data_ptr()`` or pointer-attribute query per tensor
     inside the launcher, no launch hooks)."""
 
-    __slots__ = ("acc64", "bound", "index", "pair", "plan", "single", "steps")
+    __slots__ = ("acc64", "bound", "index", "one", "pair", "plan", "resident", "single", "steps")
 
     def __init__(self, plan: RowPlan, steps: list[_Step], index: int, acc64: bool) -> None:
         self.plan, self.steps, self.index, self.acc64 = plan, steps, index, acc64
         self.bound: list[tuple[Any, ...] | None] = [None] * len(steps)
+        self.resident = [0] * len(steps)  # a cooperative step's most programs (0 until compiled)
         # One launch over the row roles with no scratch (block and looped plans): the whole
         # call in one tuple, bound after the first launch compiled the kernel.
         self.single: tuple[Any, ...] | None = None
         # The two-launch split without extras, likewise: both launches and the scratch's
         # dtype, bound once both kernels are compiled (see split_call).
         self.pair: tuple[Any, ...] | None = None
+        # The one-launch split without extras, likewise (see one_launch_call).
+        self.one: tuple[Any, ...] | None = None
 
     def __call__(
         self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, n_rows: int, extras: RowExtras = _NO_EXTRAS
@@ -1120,6 +1186,11 @@ class _Prepared:
             return
         if self.pair is not None and extras is _NO_EXTRAS:
             self.split_call(a.data_ptr(), b.data_ptr(), out.data_ptr(), a.stride(0), b.stride(0), out.stride(0), n_rows)
+            return
+        if self.one is not None and extras is _NO_EXTRAS:
+            self.one_launch_call(
+                a.data_ptr(), b.data_ptr(), out.data_ptr(), a.stride(0), b.stride(0), out.stride(0), n_rows
+            )
             return
         plan = self.plan
         tensors = _row_tensors(a, b, out, extras)
@@ -1140,10 +1211,14 @@ class _Prepared:
             if bound is None:  # the first call of this key: Triton compiles and launches
                 everything = {**tensors, **(scratch or {})}
                 args = (*[everything[r] for r in step.roles], n_rows, *strides)
-                compiled = step.launcher.kernel.fn[(grid,)](
-                    *args, **dict(zip(step.launcher.kernel.const_names, step.consts, strict=True)),
-                    num_warps=plan.num_warps, num_stages=3, **({"launch_pdl": True} if step.pdl else {}),
-                )  # fmt: skip
+                fn = step.launcher.kernel.fn
+                consts = dict(zip(step.launcher.kernel.const_names, step.consts, strict=True))
+                options = launch_options(step.pdl, step.coop)
+                if step.coop:  # as many programs as the GPU holds at once, known once compiled
+                    compiled = fn.warmup(*args, grid=(1,), **consts, num_warps=plan.num_warps, num_stages=3, **options)
+                    self.resident[i] = resident_programs(compiled, plan.num_warps, sm_count(a.device))
+                    grid = min(grid, self.resident[i])
+                compiled = fn[(grid,)](*args, **consts, num_warps=plan.num_warps, num_stages=3, **options)
                 launcher = compiled.run
                 if launcher.global_scratch_size == 0 and launcher.profile_scratch_size == 0:
                     bound = (launcher.launch, compiled.function, compiled.packed_metadata,
@@ -1153,7 +1228,12 @@ class _Prepared:
                         self.single = (*bound, step.rows_per_program, step.consts)
                     elif i == 1:
                         self.pair = self.bind_pair()
+                    elif step.coop:
+                        self.one = (bound, step.consts, self.resident[i], self.plan.chunks,
+                                    torch.float64 if self.acc64 else torch.float32)  # fmt: skip
                 continue
+            if step.coop:
+                grid = min(grid, self.resident[i])
             if stream == -1:
                 stream = current_stream(self.index)
             launch, function, metadata, coop, pdl = bound
@@ -1186,6 +1266,16 @@ class _Prepared:
            pa, pb, pa, pa, ps, n_rows, sa, sb, sa, so, so, *consts0)  # fmt: skip
         l1(grid, 1, 1, stream, f1, c1, p1, None, None, m1, None, None, None,
            pa, pb, pa, pa, po, po, po, ps, n_rows, sa, sb, sa, so, so, *consts1)  # fmt: skip
+
+    def one_launch_call(self, pa: int, pb: int, po: int, sa: int, sb: int, so: int, n_rows: int) -> None:
+        """The one-launch split of a call without extras: the stream's cached scratch and one
+        cooperative launch (checked against the general path by tests/test_launch_paths.py)."""
+        (launch, function, metadata, coop, pdl), consts, resident, chunks, dtype = self.one  # type: ignore[misc]
+        stats, sync = _one_launch_scratch(n_rows * chunks * 2, self.index, dtype)
+        launch(min(n_rows * chunks, resident), 1, 1, current_stream(self.index), function, coop, pdl,
+               None, None, metadata, None, None, None,
+               pa, pb, pa, pa, po, po, po, stats.data_ptr(), sync.data_ptr(), n_rows, sa, sb, sa, so, so,
+               *consts)  # fmt: skip
 
 
 _HOOKS = knobs.runtime.launch_enter_hook  # a profiler's hooks need Triton's own launch path
@@ -1303,6 +1393,9 @@ class RowCall:
                 elif prepared.pair is not None and extras is _NO_EXTRAS:
                     pa, pb, _pc, _pw, po, _po2, _prs = ptrs
                     prepared.split_call(pa, pb, po, strides[0], strides[1], strides[3], n_rows)
+                elif prepared.one is not None and extras is _NO_EXTRAS:
+                    pa, pb, _pc, _pw, po, _po2, _prs = ptrs
+                    prepared.one_launch_call(pa, pb, po, strides[0], strides[1], strides[3], n_rows)
                 else:
                     prepared(a, a if b is None else b, out, n_rows, extras)
                 return plan

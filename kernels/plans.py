@@ -32,9 +32,9 @@ class RowPlan:
     packed into one program (``block`` plan).  ``chunks``: programs per row, and ``span``:
     blocks each of them walks (``split`` plan; a chunk is ``block * span`` elements).
     ``stages``: software-pipelining depth of the chunk loops.  ``evict``: ask L2 to keep a
-    row's first read for its second (``looped``).  ``one_launch``: the split's programs
-    exchange statistics at a barrier inside one launch (never chosen by the planner; only
-    launched where it cannot deadlock, see :func:`one_launch_split_ok`).
+    row's first read for its second (``looped``).  ``one_launch``: the split's two passes in
+    one cooperative launch, its programs (as many as the GPU holds at once) meeting at a grid
+    barrier between them.
     """
 
     kind: PlanKind
@@ -91,7 +91,8 @@ class RowPolicy:
     the row.  Longer steps mean fewer passes of the loop's fixed costs, but a width just past
     a step (32769) would walk almost a whole empty step.
     ``looped_warps`` (0: ``warps_for`` the step) and ``looped_stages``: the looped plan's warps
-    and software-pipelining depth.
+    and software-pipelining depth.  ``split_one_launch``: the split plan's two passes in one
+    cooperative launch (``RowPlan.one_launch``).
     """
 
     max_block_bytes: int = 16 * 1024
@@ -109,6 +110,7 @@ class RowPolicy:
     max_chunk: int = 32768
     looped_warps: int = 0
     looped_stages: int = 1
+    split_one_launch: bool = False
 
 
 def warps_for(block_elems: int) -> int:
@@ -184,7 +186,7 @@ def plan_rows(
     chunk = policy.narrow_split_chunk if width <= policy.narrow_split_width else policy.split_chunk
     block = min(chunk, whole)
     chunks, span = split_geometry(width + pad, chunk, block)
-    return RowPlan("split", block, warps_for(block), chunks=chunks, span=span)
+    return RowPlan("split", block, warps_for(block), chunks=chunks, span=span, one_launch=policy.split_one_launch)
 
 
 @dataclass(frozen=True)

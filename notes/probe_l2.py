@@ -34,7 +34,7 @@ LOOPED_SHAPES = [(4096, 50257), (8192, 32768), (4096, 151936), (4096, 32000), (2
 # (block, warps, stages, evict)
 LOOPED = [(8192, 8, 1, True), (8192, 8, 2, True), (8192, 8, 1, False), (8192, 16, 1, True), (16384, 8, 1, True),
           (16384, 16, 1, True), (16384, 16, 2, True), (16384, 16, 1, False)]  # fmt: skip
-SPLIT_SHAPES = [(64, 131072), (8, 1048576), (64, 1048576)]
+SPLIT_SHAPES = [(64, 131072), (4, 32769), (8, 1048576), (64, 1048576), (128, 50257), (32, 262144)]
 
 
 def time_us(fn_for_set, sets: int) -> float:
@@ -128,17 +128,42 @@ def split_plans(rows: int, cols: int) -> dict:
     planned = plan_for(x, x)[0]
     plans: dict = {"torch": None, f"planner:{planned.label}": planned}
     pad = 7 if rows > 1 and cols % 8 else 0
-    for chunk, warps in ((2048, 4), (4096, 4), (4096, 8), (8192, 8), (8192, 16), (16384, 16)):
-        for block in sorted(b for b in {chunk, 2048, 4096} if warps * 256 <= b <= chunk):
-            chunks, span = split_geometry(cols + pad, chunk, block)
-            plan = RowPlan("split", block, warps, chunks=chunks, span=span)
-            plans[f"split-{block}x{span}w{warps}"] = plan
-            if block == chunk:
-                plans[f"reduce-only-{block}w{warps}"] = reduce_only(plan)
+    for chunk, warps in ((2048, 4), (4096, 4), (4096, 8), (8192, 8), (16384, 16)):
         chunks, span = split_geometry(cols + pad, chunk, chunk)
-        if span == 1 and chunks <= 264:
-            plans[f"one-launch-{chunk}w{warps}"] = RowPlan("split", chunk, warps, chunks=chunks, one_launch=True)
+        plans[f"split-{chunk}w{warps}"] = RowPlan("split", chunk, warps, chunks=chunks, span=span)
+        plans[f"one-launch-{chunk}w{warps}"] = RowPlan("split", chunk, warps, chunks=chunks, span=span, one_launch=True)
+    for chunk, block, warps in ((8192, 2048, 4), (8192, 4096, 8), (16384, 4096, 8)):
+        chunks, span = split_geometry(cols + pad, chunk, block)
+        plans[f"one-launch-{block}x{span}w{warps}"] = RowPlan("split", block, warps, chunks=chunks, span=span,
+                                                             one_launch=True)  # fmt: skip
     return plans
+
+
+def host(rows: int, cols: int) -> None:
+    """Host µs per eager forward call (no waiting) under the two-launch and one-launch split."""
+    from dataclasses import replace
+
+    from bench.studies.dispatch import host_loop_us
+    from kernels._rowwise import RowCall
+    from kernels.softmax import POLICY
+
+    x = torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16)
+    y = torch.empty_like(x)
+    out = {"shape": f"{rows}x{cols}"}
+    for name, policy in (("two", POLICY), ("one", replace(POLICY, split_one_launch=True))):
+        call = RowCall(FORWARD, policy)
+        call(x, None, y)
+        torch.cuda.synchronize()
+        err = (y.double() - torch.softmax(x.double(), -1)).abs().max().item()
+        prepared = call.prepare(x, None, y)
+        out[f"{name}:plan"] = prepared.plan.label
+        out[f"{name}:err"] = err
+        out[f"{name}:launch_us"] = round(statistics.median(host_loop_us(lambda: call(x, None, y)) for _ in range(7)), 2)
+        out[f"{name}:call_us"] = round(
+            statistics.median(host_loop_us(lambda: call(x, None, torch.empty_like(x))) for _ in range(7)), 2
+        )
+    out["torch:call_us"] = round(statistics.median(host_loop_us(lambda: torch.softmax(x, -1)) for _ in range(7)), 2)
+    print(json.dumps(out), flush=True)
 
 
 def main() -> None:
@@ -152,6 +177,9 @@ def main() -> None:
     elif mode == "split":
         for rows, cols in SPLIT_SHAPES:
             run_shape(rows, cols, split_plans(rows, cols), warm, copy_gbps)
+    elif mode == "host":
+        for rows, cols in ((4, 32769), (64, 131072), (1, 65536)):
+            host(rows, cols)
     elif mode == "ncu":
         for rows, cols, plan in (
             (4096, 50257, RowPlan("looped", 8192, 8)),

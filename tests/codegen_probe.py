@@ -89,7 +89,16 @@ def main() -> None:
             one = compile_kernel(
                 rw.row_split_one_launch_kernel,
                 {**ab_out, "stats_ptr": "*fp32", "sync_ptr": "*i32"},
-                {**c, "ACCUMULATE": op.accumulate, "COMBINE": op.combine, "APPLY": op.apply, "CHUNKS": 13, **tail},
+                {
+                    **lanes,
+                    "ACCUMULATE": op.accumulate,
+                    "COMBINE": op.combine,
+                    "APPLY": op.apply,
+                    "CHUNKS": 13,
+                    "SPAN": 1,
+                    "PHASE": 0,
+                    **tail,
+                },
                 8,
             )
             block = compile_kernel(

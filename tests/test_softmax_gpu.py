@@ -243,8 +243,6 @@ def test_split_one_and_two_launches_agree_and_repeat(shape, one_launch) -> None:
     x[0, : shape[1] // 2] = float("-inf")
     x[-1] = float("-inf")
     plan = dataclasses.replace(plan_for(x, x, "split")[0], one_launch=one_launch)
-    if one_launch and not _rowwise.one_launch_split_ok(plan, _rowwise.sm_count(x.device)):
-        pytest.skip(f"{plan.chunks} chunks per row: refused as it could deadlock (the next test checks the refusal)")
     y = torch.full_like(x, float("nan"))
     forward_rows(x, y, plan)
     assert_close(y, ref_softmax(x), torch.bfloat16)
@@ -262,11 +260,35 @@ def test_split_one_and_two_launches_agree_and_repeat(shape, one_launch) -> None:
         assert torch.equal(y2, y) and torch.equal(dx2, dx)
 
 
-def test_one_launch_split_is_refused_where_it_could_deadlock() -> None:
+def test_one_launch_split_walks_more_chunks_than_the_gpu_holds() -> None:
+    # 2 x 2048 chunks of 2048 elements: several chunks a program, one grid barrier between the
+    # passes; the barrier's counters are left as found, so calls after it run too.
     x = randn((2, 4 * 1048576), torch.bfloat16)
-    plan = RowPlan("split", 2048, 4, chunks=2048, one_launch=True)  # 2048 waiting programs per row
-    with pytest.raises(ValueError, match="could deadlock"):
-        forward_rows(x, torch.empty_like(x), plan)
+    plan = RowPlan("split", 2048, 4, chunks=2048, one_launch=True)
+    for _ in range(3):
+        y = torch.full_like(x, float("nan"))
+        forward_rows(x, y, plan)
+        assert_close(y, ref_softmax(x), torch.bfloat16)
+    _stats, sync = _rowwise._one_launch_scratch(16, x.device, torch.float32)
+    assert sync[0].item() == 0 and sync[1].item() > 0
+
+
+def test_one_launch_split_in_a_cuda_graph() -> None:
+    # A capture takes scratch of its own (the stream's cached counters would be shared with
+    # eager calls on that stream): replays must neither hang nor race.
+    x = randn((64, 131072), torch.bfloat16)
+    plan = RowPlan("split", 4096, 8, chunks=32, one_launch=True)
+    y = torch.empty_like(x)
+    forward_rows(x, y, plan)  # compiles outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        forward_rows(x, y, plan)
+    for _ in range(5):
+        y.fill_(float("nan"))
+        graph.replay()
+        forward_rows(x, torch.empty_like(x), plan)  # an eager call between replays
+    torch.cuda.synchronize()
+    assert_close(y, ref_softmax(x), torch.bfloat16)
 
 
 def test_tensor_on_a_second_gpu_runs_there() -> None:

@@ -20,8 +20,6 @@ import kernels
 from bench.studies import Params, Refused, Step, Tensors, Variant
 from bench.studies._rows import DTYPES, TOLERANCE, ours, package_meta, require_16_byte_rows, row_case_id, row_cases
 from bench.studies._rows import plan as _plan
-from bench.studies._rows import sms as _sms
-from kernels._rowwise import one_launch_split_ok
 from kernels.plans import RowPlan
 from kernels.softmax import BACKWARD_POLICY, POLICY, backward_rows, forward_rows
 
@@ -72,10 +70,7 @@ def _build(plan: str | None):  # type: ignore[no-untyped-def]
 
 
 def _one_launch_plan(case: Params) -> RowPlan:
-    plan = dataclasses.replace(_plan(case, POLICY, "split"), one_launch=True)
-    if not one_launch_split_ok(plan, _sms()):
-        raise Refused(f"{plan.chunks} chunks of {plan.span} blocks per row could deadlock a one-launch split")
-    return plan
+    return dataclasses.replace(_plan(case, POLICY, "split"), one_launch=True)
 
 
 class _OneLaunchSplit(torch.autograd.Function):
