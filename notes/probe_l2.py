@@ -158,9 +158,10 @@ def host(rows: int, cols: int) -> None:
         prepared = call.prepare(x, None, y)
         out[f"{name}:plan"] = prepared.plan.label
         out[f"{name}:err"] = err
-        out[f"{name}:launch_us"] = round(statistics.median(host_loop_us(lambda: call(x, None, y)) for _ in range(7)), 2)
+        launch = statistics.median(host_loop_us(lambda call=call: call(x, None, y)) for _ in range(7))
+        out[f"{name}:launch_us"] = round(launch, 2)
         out[f"{name}:call_us"] = round(
-            statistics.median(host_loop_us(lambda: call(x, None, torch.empty_like(x))) for _ in range(7)), 2
+            statistics.median(host_loop_us(lambda call=call: call(x, None, torch.empty_like(x))) for _ in range(7)), 2
         )
     out["torch:call_us"] = round(statistics.median(host_loop_us(lambda: torch.softmax(x, -1)) for _ in range(7)), 2)
     print(json.dumps(out), flush=True)
