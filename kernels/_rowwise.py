@@ -43,7 +43,7 @@ import functools
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -1073,10 +1073,11 @@ def _scratch(plan: RowPlan, n_rows: int, device: torch.device | int, acc64: bool
         return {}
     # Per-chunk statistics: 8 bytes per chunk in fp32, a few KB next to the row's data.
     dtype = torch.float64 if acc64 else torch.float32
+    shape = (n_rows, plan.chunks, 2)  # by rows: a launch over a batch of rows takes its slice
     if plan.one_launch:
         stats, sync = _one_launch_scratch(n_rows * plan.chunks * 2, device, dtype)
-        return {"stats": stats, "sync": sync}
-    return {"stats": torch.empty(n_rows * plan.chunks * 2, device=device, dtype=dtype)}
+        return {"stats": stats[: n_rows * plan.chunks * 2].view(shape), "sync": sync}
+    return {"stats": torch.empty(shape, device=device, dtype=dtype)}
 
 
 # The one-launch split's scratch on each (device, stream, dtype), reused call after call: its
@@ -1341,9 +1342,14 @@ class RowCall:
             b_dtype, pb, sb = a.dtype, pa, sa
         else:
             b_dtype, pb, sb = b.dtype, b.data_ptr(), b.stride(0)
+        few = n_rows < th[0]
+        # Eager calls of the split plan at rows up to one_launch_row_bytes take one launch;
+        # a capture keeps the two (only then is the capture state asked: it costs the host).
+        one = bool(few and force is None and width * a.element_size() <= self.policy.one_launch_row_bytes
+                   and not torch.cuda.is_current_stream_capturing())  # fmt: skip
         key: tuple[Any, ...] = (
-            width, a.dtype, b_dtype, out.dtype, index, force, n_rows < th[0], n_rows >= th[1], n_rows <= 1,
-            pa & 15, pb & 15, po & 15, sa & 7, sb & 7, so & 7,
+            width, a.dtype, b_dtype, out.dtype, index, force, few, n_rows >= th[1], n_rows <= 1,
+            pa & 15, pb & 15, po & 15, sa & 7, sb & 7, so & 7, one,
         )  # fmt: skip
         if extras is _NO_EXTRAS:
             ptrs, strides = (pa, pb, pa, pa, po, po, po), (sa, sb, sa, so, so)
@@ -1366,6 +1372,8 @@ class RowCall:
         prepared = self._prepared.get(key)
         if prepared is None:
             plan, vec, align = self.plan(a, b, out, force, extras)
+            if one and plan.kind == "split":
+                plan = replace(plan, one_launch=True)
             acc64 = torch.float64 in (a.dtype, out.dtype)
             steps = _steps(self.op, plan, width, vec, align, a.dtype, out.dtype, extras.flags(self.op), extras.arg)
             prepared = self._prepared[key] = _Prepared(plan, steps, index, acc64)

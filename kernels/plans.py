@@ -91,8 +91,11 @@ class RowPolicy:
     the row.  Longer steps mean fewer passes of the loop's fixed costs, but a width just past
     a step (32769) would walk almost a whole empty step.
     ``looped_warps`` (0: ``warps_for`` the step) and ``looped_stages``: the looped plan's warps
-    and software-pipelining depth.  ``split_one_launch``: the split plan's two passes in one
-    cooperative launch (``RowPlan.one_launch``).
+    and software-pipelining depth.  ``one_launch_row_bytes``: an eager call (no CUDA-graph
+    capture) whose split plan reads rows of at most this many bytes takes the one-launch split
+    instead (``RowPlan.one_launch``): one launch costs the host less than two, where the host,
+    not the GPU, sets the pace of a loop of calls (not part of :func:`plan_rows`, which chooses
+    for device time).
     """
 
     max_block_bytes: int = 16 * 1024
@@ -110,7 +113,7 @@ class RowPolicy:
     max_chunk: int = 32768
     looped_warps: int = 0
     looped_stages: int = 1
-    split_one_launch: bool = False
+    one_launch_row_bytes: int = 0
 
 
 def warps_for(block_elems: int) -> int:
@@ -186,7 +189,7 @@ def plan_rows(
     chunk = policy.narrow_split_chunk if width <= policy.narrow_split_width else policy.split_chunk
     block = min(chunk, whole)
     chunks, span = split_geometry(width + pad, chunk, block)
-    return RowPlan("split", block, warps_for(block), chunks=chunks, span=span, one_launch=policy.split_one_launch)
+    return RowPlan("split", block, warps_for(block), chunks=chunks, span=span)
 
 
 @dataclass(frozen=True)
@@ -223,6 +226,10 @@ def plan_columns(n_rows: int, width: int, sm_count: int, block_cols: int = 256) 
 # 4096 ... 32768 elements that pads the row by at most 30% (8192 x 32768: 16384-element
 # steps; 4096 x 50257: 8192), or split into 2048-element chunks while there are fewer rows
 # than half the SMs.
+# Eager calls of the split plan on rows up to 256 KB take the one-launch split: on the H200
+# (notes/probe_l2.py, 2026-12-02) it cost the host 19.1-19.6 µs a call against 26.9-28.2 for
+# the two launches (4 x 32769, 64 x 131072 bf16; torch.softmax 11.0), while its device time
+# (6.7 and 18.3-25.4 µs against 3.9 and 14.8) stays below that host cost.
 SOFTMAX_POLICY = RowPolicy(
     max_block_bytes=32 * 1024,
     chunk=4096,
@@ -230,11 +237,12 @@ SOFTMAX_POLICY = RowPolicy(
     split_chunk=2048,
     narrow_split_chunk=2048,
     split_rows_per_sm=0.5,
+    one_launch_row_bytes=256 * 1024,
 )
 # The backward holds y and dy but does no exp: whole rows of up to 64 KB stay in registers
 # faster than looping re-reads them (H200, 8192 x 32768 bf16: 389 µs as one block against
 # 527 µs looped in 8192 chunks; notes/2026-11-29-tune-plans-2545267.log).
-SOFTMAX_BACKWARD_POLICY = RowPolicy(max_block_bytes=64 * 1024, chunk=16384)
+SOFTMAX_BACKWARD_POLICY = RowPolicy(max_block_bytes=64 * 1024, chunk=16384, one_launch_row_bytes=256 * 1024)
 
 # Cross-entropy's policies: softmax's geometry (one max-sum pass, then, for the step, a write
 # of every element) with the looped plan's own steps, from notes/probe_ce_plans.py at 2150860
@@ -250,14 +258,16 @@ SOFTMAX_BACKWARD_POLICY = RowPolicy(max_block_bytes=64 * 1024, chunk=16384)
 # the probe had the 4096 step at 0.90x: the odd width's rows are misaligned (a window of 7
 # elements more a row) and softmax's 8192 step walks fewer of them.  Not yet explained;
 # the next probe times the step at 50257 through the autograd path the study uses.
-CROSS_ENTROPY_LOSS_POLICY = replace(SOFTMAX_POLICY, chunk=4096, chunk_waste=-1.0, looped_warps=4, looped_stages=2)
-CROSS_ENTROPY_POLICY = replace(SOFTMAX_POLICY, chunk=4096, chunk_waste=-1.0, looped_warps=8)
+CROSS_ENTROPY_LOSS_POLICY = replace(
+    SOFTMAX_POLICY, chunk=4096, chunk_waste=-1.0, looped_warps=4, looped_stages=2, one_launch_row_bytes=0
+)
+CROSS_ENTROPY_POLICY = replace(SOFTMAX_POLICY, chunk=4096, chunk_waste=-1.0, looped_warps=8, one_launch_row_bytes=0)
 
 # RMSNorm's policies: softmax's thresholds to start from (the same row geometry, a cheaper
 # statistic), until the row-plan grid is run for RMSNorm and fitted on its own (issue 8).
 # The forward holds x and the residual, so whole rows stay in registers up to 32 KB of x;
 # the backward holds h, dy and the residual's gradient, and keeps whole rows to 32 KB too.
-RMSNORM_POLICY = SOFTMAX_POLICY
+RMSNORM_POLICY = replace(SOFTMAX_POLICY, one_launch_row_bytes=0)  # the one-launch split: not yet timed for it
 RMSNORM_BACKWARD_POLICY = RowPolicy(max_block_bytes=32 * 1024, chunk=8192)
 # Row sum: one read, no second pass, so rows stay whole up to 32 KB and wider ones loop in
 # 8192-element blocks (a single pass keeps the looped plan at the minimum traffic).
