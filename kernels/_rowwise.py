@@ -56,6 +56,7 @@ from kernels._activations import COMPILED, mufu
 from kernels._launch import (
     INTERPRETER,
     FastKernel,
+    capturing,
     current_device,
     current_stream,
     launch_options,
@@ -1090,10 +1091,12 @@ _ONE_LAUNCH_SCRATCH: dict[tuple[int, int, torch.dtype], tuple[torch.Tensor, torc
 def _one_launch_scratch(
     n_stats: int, device: torch.device | int, dtype: torch.dtype
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    index = device if isinstance(device, int) else (device.index if device.type == "cuda" else -1)
-    if index is None:
-        index = current_device()
-    if index < 0 or torch.cuda.is_current_stream_capturing():
+    if isinstance(device, int):
+        index = device
+    else:
+        device = torch.device(device)
+        index = (device.index if device.index is not None else current_device()) if device.type == "cuda" else -1
+    if index < 0 or capturing():
         return torch.empty(n_stats, device=device, dtype=dtype), torch.zeros(2, device=device, dtype=torch.int32)
     key = (index, current_stream(index), dtype)
     found = _ONE_LAUNCH_SCRATCH.get(key)
@@ -1346,7 +1349,7 @@ class RowCall:
         # Eager calls of the split plan at rows up to one_launch_row_bytes take one launch;
         # a capture keeps the two (only then is the capture state asked: it costs the host).
         one = bool(few and force is None and width * a.element_size() <= self.policy.one_launch_row_bytes
-                   and not torch.cuda.is_current_stream_capturing())  # fmt: skip
+                   and not capturing())  # fmt: skip
         key: tuple[Any, ...] = (
             width, a.dtype, b_dtype, out.dtype, index, force, few, n_rows >= th[1], n_rows <= 1,
             pa & 15, pb & 15, po & 15, sa & 7, sb & 7, so & 7, one,

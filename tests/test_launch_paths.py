@@ -11,6 +11,8 @@ may or may not hand the freed address back).
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -70,6 +72,33 @@ def test_split_fast_path_launches_what_the_general_path_launches(monkeypatch, ba
     assert general[1][6] == fast[1][6] == 1 and general[0][6] == fast[0][6] == 0
     # both launches of one call read one statistics buffer
     assert fast[0][HEAD + steps[0].roles.index("stats")] == fast[1][HEAD + steps[1].roles.index("stats")]
+
+
+@pytest.mark.parametrize(("width", "stride", "align"), [(50257, 50264, rw.ALIGN_WINDOW), (65536, 65536, rw.ALIGN_ROWS)])
+def test_one_launch_fast_path_launches_what_the_general_path_launches(monkeypatch, width, stride, align) -> None:
+    monkeypatch.setattr(rw, "current_stream", lambda index: 12345)
+    monkeypatch.setattr(rw, "INTERPRETER", False)  # one cooperative launch, both passes (PHASE 0)
+    rows, resident = 3, 5
+    plan = dataclasses.replace(plan_rows(rows, width, 2, 132, POLICY, "split", 7 if align else 0), one_launch=True)
+    steps = rw._steps(FORWARD, plan, width, 8, align, torch.bfloat16, torch.bfloat16)
+    assert len(steps) == 1 and steps[0].coop and steps[0].consts[14] == 0  # PHASE
+    prepared = rw._Prepared(plan, steps, "cpu", False)
+    launch = Recorder("one")
+    prepared.bound, prepared.resident = [(launch, "function0", "metadata0", 1, 0)], [resident]
+    a = torch.empty(rows, stride, dtype=torch.bfloat16)[:, :width]
+    out = torch.empty(rows, stride + 16, dtype=torch.bfloat16)[:, :width]
+    prepared(a, a, out, rows)  # the general path
+    general = launch.calls.pop()
+    prepared.one = (prepared.bound[0], steps[0].consts, resident, plan.chunks, torch.float32)
+    prepared(a, a, out, rows)  # one_launch_call
+    fast = launch.calls.pop()
+    assert len(general) == len(fast) == HEAD + len(steps[0].roles) + 1 + 5 + len(steps[0].consts)
+    scratch = [HEAD + steps[0].roles.index(r) for r in ("stats", "sync")]
+    differ = [i for i, (x, y) in enumerate(zip(general, fast, strict=True)) if x != y]
+    assert set(differ) <= set(scratch), differ  # each path's scratch: fresh on the CPU
+    # at most the resident programs, cooperative, not a dependent launch
+    assert general[0] == fast[0] == min(rows * plan.chunks, resident) and general[5] == fast[5] == 1
+    assert general[6] == fast[6] == 0 and general[3] == fast[3] == 12345
 
 
 def test_no_fast_pair_for_plans_it_does_not_cover() -> None:
