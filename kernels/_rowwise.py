@@ -690,7 +690,7 @@ def _reduce_chunk(
     WIDTH: tl.constexpr, BLOCK: tl.constexpr, LANES: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
     ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
     ACCUMULATE: tl.constexpr, COMBINE: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr,
-    EXT: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
+    STAGES: tl.constexpr, EXT: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
 ):  # fmt: skip
     # Chunk ``item`` = (row, chunk) reduces its SPAN blocks and writes the chunk's two
     # statistics (8 bytes in fp32) to stats[row, chunk]; it asks L2 to keep the chunk for the
@@ -707,13 +707,18 @@ def _reduce_chunk(
     c_base, w_ptr = row_inputs(c_ptr, w_ptr, c_base, row, lead, row < n_rows, EXT)
     m = tl.full((LANES,), M_INIT, ACC)
     s = tl.zeros((LANES,), ACC)
-    for j in tl.range(0, SPAN):
+    for j in tl.range(0, SPAN, num_stages=STAGES):
         i = first + j
         k = lane_offsets(i, LANES, UNROLL, WIDE)
-        whole = (i >= LO) & (i < HI)
-        a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, whole, WIDTH, VEC, ALIGN,
-                           A_CAST, A_FILL, HAS_B, ACC, POLICY)  # fmt: skip
-        c, w = _load_cw_lanes(c_ptr, w_ptr, c_base, k, lead, whole, WIDTH, VEC, ALIGN, EXT, ACC, POLICY)
+        if STAGES > 1:  # every block masked: no branch in the loop, whose loads then pipeline
+            a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, False, WIDTH, VEC, ALIGN,
+                               A_CAST, A_FILL, HAS_B, ACC, POLICY)  # fmt: skip
+            c, w = _load_cw_lanes(c_ptr, w_ptr, c_base, k, lead, False, WIDTH, VEC, ALIGN, EXT, ACC, POLICY)
+        else:
+            whole = (i >= LO) & (i < HI)
+            a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, whole, WIDTH, VEC, ALIGN,
+                               A_CAST, A_FILL, HAS_B, ACC, POLICY)  # fmt: skip
+            c, w = _load_cw_lanes(c_ptr, w_ptr, c_base, k, lead, whole, WIDTH, VEC, ALIGN, EXT, ACC, POLICY)
         m, s = _fold(ACCUMULATE, m, s, a, b, c, w, EXT, ARG)
     m, s = lanes_to_row(m, s, COMBINE, ACC, M_INIT)
     slot = stats_ptr + (row * CHUNKS + chunk) * 2
@@ -746,7 +751,7 @@ def _apply_chunk(
     n_rows, a_stride, b_stride, c_stride, out_stride, out2_stride,
     WIDTH: tl.constexpr, BLOCK: tl.constexpr, LANES: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
     ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
-    COMBINE: tl.constexpr, APPLY: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr,
+    COMBINE: tl.constexpr, APPLY: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr, STAGES: tl.constexpr,
     EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr, WAIT: tl.constexpr,
 ):  # fmt: skip
     # Chunk ``item`` merges its row's statistics and writes its outputs, reading the chunk
@@ -781,9 +786,9 @@ def _apply_chunk(
         _store_rstat(rstat_ptr, row, m, chunk == 0, EXT)
         _emit_lanes(APPLY, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_base, k, lead, full,
                     WIDTH, VEC, ALIGN, EXT, ARG)  # fmt: skip
-        for j in tl.range(1, SPAN):
+        for j in tl.range(1, SPAN, num_stages=STAGES):
             i = first + j
-            full = (i >= LO) & (i < HI)
+            full = False if STAGES > 1 else (i >= LO) & (i < HI)
             k = lane_offsets(i, LANES, UNROLL, WIDE)
             a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, full, WIDTH, VEC, ALIGN,
                                A_CAST, A_FILL, HAS_B, ACC, "evict_first")  # fmt: skip
@@ -803,7 +808,7 @@ def row_split_reduce_kernel(
     WIDTH: tl.constexpr, BLOCK: tl.constexpr, LANES: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
     ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
     ACCUMULATE: tl.constexpr, COMBINE: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr,
-    EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
+    STAGES: tl.constexpr, EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
 ):  # fmt: skip
     # One program per (row, chunk).
     if COMPILED:  # the apply launch may start as this one's last programs run
@@ -811,7 +816,7 @@ def row_split_reduce_kernel(
     _reduce_chunk(a_ptr, b_ptr, c_ptr, w_ptr, stats_ptr, tl.program_id(0),
                   n_rows, a_stride, b_stride, c_stride, out_stride, out2_stride,
                   WIDTH, BLOCK, LANES, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B, ACCUMULATE, COMBINE, CHUNKS, SPAN,
-                  EXT, M_INIT, ARG)  # fmt: skip
+                  STAGES, EXT, M_INIT, ARG)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=_INTS)
@@ -821,7 +826,7 @@ def row_split_apply_kernel(
     out2_stride: tl.int64,
     WIDTH: tl.constexpr, BLOCK: tl.constexpr, LANES: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
     ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
-    COMBINE: tl.constexpr, APPLY: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr,
+    COMBINE: tl.constexpr, APPLY: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr, STAGES: tl.constexpr,
     EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
 ):  # fmt: skip
     # One program per (row, chunk), a programmatic dependent of the reduce launch: that hides
@@ -830,7 +835,7 @@ def row_split_apply_kernel(
     _apply_chunk(a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, rstat_ptr, stats_ptr, tl.program_id(0),
                  n_rows, a_stride, b_stride, c_stride, out_stride, out2_stride,
                  WIDTH, BLOCK, LANES, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B, COMBINE, APPLY, CHUNKS, SPAN,
-                 EXT, FINISH, M_INIT, ARG, COMPILED)  # fmt: skip
+                 STAGES, EXT, FINISH, M_INIT, ARG, COMPILED)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=_INTS)
@@ -841,7 +846,8 @@ def row_split_one_launch_kernel(
     WIDTH: tl.constexpr, BLOCK: tl.constexpr, LANES: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
     ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
     ACCUMULATE: tl.constexpr, COMBINE: tl.constexpr, APPLY: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr,
-    PHASE: tl.constexpr, EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
+    STAGES: tl.constexpr, PHASE: tl.constexpr, EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr,
+    ARG: tl.constexpr,
 ):  # fmt: skip
     # The split in one cooperative launch: as many programs as the GPU holds at once walk the
     # (row, chunk) chunks, reduce every one of theirs, meet at one grid barrier, and apply,
@@ -857,7 +863,7 @@ def row_split_one_launch_kernel(
             _reduce_chunk(a_ptr, b_ptr, c_ptr, w_ptr, stats_ptr, tl.cast(item, tl.int64),
                           n_rows, a_stride, b_stride, c_stride, out_stride, out2_stride,
                           WIDTH, BLOCK, LANES, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B, ACCUMULATE, COMBINE,
-                          CHUNKS, SPAN, EXT, M_INIT, ARG)  # fmt: skip
+                          CHUNKS, SPAN, STAGES, EXT, M_INIT, ARG)  # fmt: skip
     if PHASE == 0:
         grid_barrier(sync_ptr, n_programs)
     if PHASE != 1:
@@ -867,7 +873,7 @@ def row_split_one_launch_kernel(
                          tl.cast(pid + (mine - j) * n_programs, tl.int64),
                          n_rows, a_stride, b_stride, c_stride, out_stride, out2_stride,
                          WIDTH, BLOCK, LANES, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B, COMBINE, APPLY, CHUNKS, SPAN,
-                         EXT, FINISH, M_INIT, ARG, False)  # fmt: skip
+                         STAGES, EXT, FINISH, M_INIT, ARG, False)  # fmt: skip
 
 
 # =============================================================================== launching
@@ -1054,7 +1060,8 @@ def _steps(
         # runs the two passes as two launches of the same kernel.
         roles = (*ROW_ROLES, "stats", "sync")
         return [
-            _Step(_ONE_LAUNCH_L, (*lanes, op.accumulate, op.combine, op.apply, plan.chunks, plan.span, phase, *tail),
+            _Step(_ONE_LAUNCH_L,
+                  (*lanes, op.accumulate, op.combine, op.apply, plan.chunks, plan.span, plan.stages, phase, *tail),
                   roles, 1, plan.chunks, coop=True)
             for phase in ((1, 2) if INTERPRETER else (0,))
         ]  # fmt: skip
@@ -1062,10 +1069,10 @@ def _steps(
         consts = (*lanes, op.accumulate, op.combine, op.apply, plan.stages, plan.evict, *tail)
         return [_Step(_LOOPED_L, consts, ROW_ROLES)]
     return [
-        _Step(_SPLIT_REDUCE_L, (*lanes, op.accumulate, op.combine, plan.chunks, plan.span, *tail),
+        _Step(_SPLIT_REDUCE_L, (*lanes, op.accumulate, op.combine, plan.chunks, plan.span, plan.stages, *tail),
               ("a", "b", "c", "w", "stats"), 1, plan.chunks),
-        _Step(_SPLIT_APPLY_L, (*lanes, op.combine, op.apply, plan.chunks, plan.span, *tail), (*ROW_ROLES, "stats"),
-              1, plan.chunks, pdl=not INTERPRETER),
+        _Step(_SPLIT_APPLY_L, (*lanes, op.combine, op.apply, plan.chunks, plan.span, plan.stages, *tail),
+              (*ROW_ROLES, "stats"), 1, plan.chunks, pdl=not INTERPRETER),
     ]  # fmt: skip
 
 

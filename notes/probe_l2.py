@@ -128,14 +128,25 @@ def split_plans(rows: int, cols: int) -> dict:
     planned = plan_for(x, x)[0]
     plans: dict = {"torch": None, f"planner:{planned.label}": planned}
     pad = 7 if rows > 1 and cols % 8 else 0
-    for chunk, warps in ((2048, 4), (4096, 4), (4096, 8), (8192, 8), (16384, 16)):
-        chunks, span = split_geometry(cols + pad, chunk, chunk)
-        plans[f"split-{chunk}w{warps}"] = RowPlan("split", chunk, warps, chunks=chunks, span=span)
-        plans[f"one-launch-{chunk}w{warps}"] = RowPlan("split", chunk, warps, chunks=chunks, span=span, one_launch=True)
-    for chunk, block, warps in ((8192, 2048, 4), (8192, 4096, 8), (16384, 4096, 8)):
-        chunks, span = split_geometry(cols + pad, chunk, block)
-        plans[f"one-launch-{block}x{span}w{warps}"] = RowPlan("split", block, warps, chunks=chunks, span=span,
-                                                             one_launch=True)  # fmt: skip
+    # (block, warps, blocks a chunk walks, pipelining stages)
+    for block, warps, span, stages in (
+        (4096, 4, 1, 1),
+        (2048, 4, 8, 3),
+        (4096, 8, 2, 3),
+        (4096, 8, 4, 1),
+        (4096, 8, 4, 3),
+        (4096, 8, 8, 3),
+        (4096, 16, 4, 3),
+        (8192, 16, 4, 3),
+    ):
+        chunks, span = split_geometry(cols + pad, block * span, block)
+        name = f"{block}x{span}w{warps}s{stages}"
+        plan = RowPlan("split", block, warps, chunks=chunks, span=span, stages=stages)
+        plans[f"split-{name}"] = plan
+        if span > 1 or stages > 1:
+            plans[f"reduce-only-{name}"] = reduce_only(plan)
+        plans[f"one-launch-{name}"] = RowPlan("split", block, warps, chunks=chunks, span=span, stages=stages,
+                                              one_launch=True)  # fmt: skip
     return plans
 
 
