@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -74,8 +73,6 @@ from kernels.plans import (
 )
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-# PROBE (notes/probe_l2.py): the cache operator of row outputs' stores ("" or ".cs").
-ROW_STORE = tl.constexpr(os.environ.get("LAB_ROW_STORE", ""))
 MAX_GRID_X = 2**31 - 1  # CUDA's limit on grid axis 0; axes 1 and 2 stop at 65535, so only axis 0 is used
 ALIGN_NONE, ALIGN_ROWS, ALIGN_WINDOW = 0, 1, 2
 
@@ -361,10 +358,10 @@ def _load_lanes(
 @triton.jit
 def _store_lanes(out_ptr, o_base, k, v, lead, full, WIDTH: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr):
     if full:
-        tl.store(out_ptr + o_base + k, _out(v, out_ptr), cache_modifier=ROW_STORE)
+        tl.store(out_ptr + o_base + k, _out(v, out_ptr))
     else:
         _load, _inside, store = window_masks(k, lead, WIDTH, VEC, ALIGN, True)
-        tl.store(out_ptr + o_base + k, _out(v, out_ptr), mask=store, cache_modifier=ROW_STORE)
+        tl.store(out_ptr + o_base + k, _out(v, out_ptr), mask=store)
 
 
 @triton.jit
@@ -512,11 +509,11 @@ def _emit(APPLY: tl.constexpr, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_b
             y, y2 = APPLY(a, b, c, w, m, s, ARG)
         else:
             y, y2 = APPLY(a, b, c, w, m, s)
-        tl.store(out_ptr + o_base + k, _out(y, out_ptr), mask=mask, cache_modifier=ROW_STORE)
+        tl.store(out_ptr + o_base + k, _out(y, out_ptr), mask=mask)
         if EXT & 8:
-            tl.store(out2_ptr + o2_base + k, _out(y2, out2_ptr), mask=mask, cache_modifier=ROW_STORE)
+            tl.store(out2_ptr + o2_base + k, _out(y2, out2_ptr), mask=mask)
     else:
-        tl.store(out_ptr + o_base + k, _out(APPLY(a, b, m, s), out_ptr), mask=mask, cache_modifier=ROW_STORE)
+        tl.store(out_ptr + o_base + k, _out(APPLY(a, b, m, s), out_ptr), mask=mask)
 
 
 @triton.jit
@@ -690,7 +687,7 @@ def _reduce_chunk(
     WIDTH: tl.constexpr, BLOCK: tl.constexpr, LANES: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
     ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
     ACCUMULATE: tl.constexpr, COMBINE: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr,
-    STAGES: tl.constexpr, EXT: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
+    EXT: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
 ):  # fmt: skip
     # Chunk ``item`` = (row, chunk) reduces its SPAN blocks and writes the chunk's two
     # statistics (8 bytes in fp32) to stats[row, chunk]; it asks L2 to keep the chunk for the
@@ -707,18 +704,13 @@ def _reduce_chunk(
     c_base, w_ptr = row_inputs(c_ptr, w_ptr, c_base, row, lead, row < n_rows, EXT)
     m = tl.full((LANES,), M_INIT, ACC)
     s = tl.zeros((LANES,), ACC)
-    for j in tl.range(0, SPAN, num_stages=STAGES):
+    for j in tl.range(0, SPAN):
         i = first + j
         k = lane_offsets(i, LANES, UNROLL, WIDE)
-        if STAGES > 1:  # every block masked: no branch in the loop, whose loads then pipeline
-            a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, False, WIDTH, VEC, ALIGN,
-                               A_CAST, A_FILL, HAS_B, ACC, POLICY)  # fmt: skip
-            c, w = _load_cw_lanes(c_ptr, w_ptr, c_base, k, lead, False, WIDTH, VEC, ALIGN, EXT, ACC, POLICY)
-        else:
-            whole = (i >= LO) & (i < HI)
-            a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, whole, WIDTH, VEC, ALIGN,
-                               A_CAST, A_FILL, HAS_B, ACC, POLICY)  # fmt: skip
-            c, w = _load_cw_lanes(c_ptr, w_ptr, c_base, k, lead, whole, WIDTH, VEC, ALIGN, EXT, ACC, POLICY)
+        whole = (i >= LO) & (i < HI)
+        a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, whole, WIDTH, VEC, ALIGN,
+                           A_CAST, A_FILL, HAS_B, ACC, POLICY)  # fmt: skip
+        c, w = _load_cw_lanes(c_ptr, w_ptr, c_base, k, lead, whole, WIDTH, VEC, ALIGN, EXT, ACC, POLICY)
         m, s = _fold(ACCUMULATE, m, s, a, b, c, w, EXT, ARG)
     m, s = lanes_to_row(m, s, COMBINE, ACC, M_INIT)
     slot = stats_ptr + (row * CHUNKS + chunk) * 2
@@ -751,7 +743,7 @@ def _apply_chunk(
     n_rows, a_stride, b_stride, c_stride, out_stride, out2_stride,
     WIDTH: tl.constexpr, BLOCK: tl.constexpr, LANES: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
     ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
-    COMBINE: tl.constexpr, APPLY: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr, STAGES: tl.constexpr,
+    COMBINE: tl.constexpr, APPLY: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr,
     EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr, WAIT: tl.constexpr,
 ):  # fmt: skip
     # Chunk ``item`` merges its row's statistics and writes its outputs, reading the chunk
@@ -786,9 +778,9 @@ def _apply_chunk(
         _store_rstat(rstat_ptr, row, m, chunk == 0, EXT)
         _emit_lanes(APPLY, a, b, c, w, m, s, out_ptr, o_base, out2_ptr, o2_base, k, lead, full,
                     WIDTH, VEC, ALIGN, EXT, ARG)  # fmt: skip
-        for j in tl.range(1, SPAN, num_stages=STAGES):
+        for j in tl.range(1, SPAN):
             i = first + j
-            full = False if STAGES > 1 else (i >= LO) & (i < HI)
+            full = (i >= LO) & (i < HI)
             k = lane_offsets(i, LANES, UNROLL, WIDE)
             a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, full, WIDTH, VEC, ALIGN,
                                A_CAST, A_FILL, HAS_B, ACC, "evict_first")  # fmt: skip
@@ -808,7 +800,7 @@ def row_split_reduce_kernel(
     WIDTH: tl.constexpr, BLOCK: tl.constexpr, LANES: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
     ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
     ACCUMULATE: tl.constexpr, COMBINE: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr,
-    STAGES: tl.constexpr, EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
+    EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
 ):  # fmt: skip
     # One program per (row, chunk).
     if COMPILED:  # the apply launch may start as this one's last programs run
@@ -816,7 +808,7 @@ def row_split_reduce_kernel(
     _reduce_chunk(a_ptr, b_ptr, c_ptr, w_ptr, stats_ptr, tl.program_id(0),
                   n_rows, a_stride, b_stride, c_stride, out_stride, out2_stride,
                   WIDTH, BLOCK, LANES, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B, ACCUMULATE, COMBINE, CHUNKS, SPAN,
-                  STAGES, EXT, M_INIT, ARG)  # fmt: skip
+                  EXT, M_INIT, ARG)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=_INTS)
@@ -826,7 +818,7 @@ def row_split_apply_kernel(
     out2_stride: tl.int64,
     WIDTH: tl.constexpr, BLOCK: tl.constexpr, LANES: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
     ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
-    COMBINE: tl.constexpr, APPLY: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr, STAGES: tl.constexpr,
+    COMBINE: tl.constexpr, APPLY: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr,
     EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
 ):  # fmt: skip
     # One program per (row, chunk), a programmatic dependent of the reduce launch: that hides
@@ -835,7 +827,7 @@ def row_split_apply_kernel(
     _apply_chunk(a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, rstat_ptr, stats_ptr, tl.program_id(0),
                  n_rows, a_stride, b_stride, c_stride, out_stride, out2_stride,
                  WIDTH, BLOCK, LANES, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B, COMBINE, APPLY, CHUNKS, SPAN,
-                 STAGES, EXT, FINISH, M_INIT, ARG, COMPILED)  # fmt: skip
+                 EXT, FINISH, M_INIT, ARG, COMPILED)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=_INTS)
@@ -846,8 +838,7 @@ def row_split_one_launch_kernel(
     WIDTH: tl.constexpr, BLOCK: tl.constexpr, LANES: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
     ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
     ACCUMULATE: tl.constexpr, COMBINE: tl.constexpr, APPLY: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr,
-    STAGES: tl.constexpr, PHASE: tl.constexpr, EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr,
-    ARG: tl.constexpr,
+    PHASE: tl.constexpr, EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
 ):  # fmt: skip
     # The split in one cooperative launch: as many programs as the GPU holds at once walk the
     # (row, chunk) chunks, reduce every one of theirs, meet at one grid barrier, and apply,
@@ -863,7 +854,7 @@ def row_split_one_launch_kernel(
             _reduce_chunk(a_ptr, b_ptr, c_ptr, w_ptr, stats_ptr, tl.cast(item, tl.int64),
                           n_rows, a_stride, b_stride, c_stride, out_stride, out2_stride,
                           WIDTH, BLOCK, LANES, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B, ACCUMULATE, COMBINE,
-                          CHUNKS, SPAN, STAGES, EXT, M_INIT, ARG)  # fmt: skip
+                          CHUNKS, SPAN, EXT, M_INIT, ARG)  # fmt: skip
     if PHASE == 0:
         grid_barrier(sync_ptr, n_programs)
     if PHASE != 1:
@@ -873,7 +864,7 @@ def row_split_one_launch_kernel(
                          tl.cast(pid + (mine - j) * n_programs, tl.int64),
                          n_rows, a_stride, b_stride, c_stride, out_stride, out2_stride,
                          WIDTH, BLOCK, LANES, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B, COMBINE, APPLY, CHUNKS, SPAN,
-                         STAGES, EXT, FINISH, M_INIT, ARG, False)  # fmt: skip
+                         EXT, FINISH, M_INIT, ARG, False)  # fmt: skip
 
 
 # =============================================================================== launching
@@ -1060,8 +1051,7 @@ def _steps(
         # runs the two passes as two launches of the same kernel.
         roles = (*ROW_ROLES, "stats", "sync")
         return [
-            _Step(_ONE_LAUNCH_L,
-                  (*lanes, op.accumulate, op.combine, op.apply, plan.chunks, plan.span, plan.stages, phase, *tail),
+            _Step(_ONE_LAUNCH_L, (*lanes, op.accumulate, op.combine, op.apply, plan.chunks, plan.span, phase, *tail),
                   roles, 1, plan.chunks, coop=True)
             for phase in ((1, 2) if INTERPRETER else (0,))
         ]  # fmt: skip
@@ -1069,10 +1059,10 @@ def _steps(
         consts = (*lanes, op.accumulate, op.combine, op.apply, plan.stages, plan.evict, *tail)
         return [_Step(_LOOPED_L, consts, ROW_ROLES)]
     return [
-        _Step(_SPLIT_REDUCE_L, (*lanes, op.accumulate, op.combine, plan.chunks, plan.span, plan.stages, *tail),
+        _Step(_SPLIT_REDUCE_L, (*lanes, op.accumulate, op.combine, plan.chunks, plan.span, *tail),
               ("a", "b", "c", "w", "stats"), 1, plan.chunks),
-        _Step(_SPLIT_APPLY_L, (*lanes, op.combine, op.apply, plan.chunks, plan.span, plan.stages, *tail),
-              (*ROW_ROLES, "stats"), 1, plan.chunks, pdl=not INTERPRETER),
+        _Step(_SPLIT_APPLY_L, (*lanes, op.combine, op.apply, plan.chunks, plan.span, *tail), (*ROW_ROLES, "stats"),
+              1, plan.chunks, pdl=not INTERPRETER),
     ]  # fmt: skip
 
 

@@ -1,12 +1,13 @@
 """Probe: where the wide-row softmax plans lose time on the H200 (bf16 forward, device time
 from CUDA-graph replay, cold L2 by rotating input sets).  Exploration, not a study.
 
-* ``looped``: the looped plan at rows of 32000-151936, block x warps x stages x evict.  Run
-  it twice, with ``LAB_ROW_STORE=`` and ``LAB_ROW_STORE=.cs`` (row outputs stored with the
-  streaming cache operator, so that they do not push the first pass's reads out of L2
-  before the second pass reads them again), each with its own ``TRITON_CACHE_DIR``.
-* ``split``: few wide rows (64 x 131072 ...): the two-launch split with and without PDL,
-  its reduce launch alone, and the one-launch split at larger chunks.
+* ``looped``: the looped plan at rows of 32000-151936, block x warps x stages x evict.  At
+  4cafc7f it ran twice, with ``LAB_ROW_STORE=`` and ``LAB_ROW_STORE=.cs`` (a knob, since
+  removed, that stored row outputs with the streaming cache operator so that they would not
+  push the first pass's reads out of L2 before the second pass reads them again).
+* ``split``: few wide rows (64 x 131072 ...): the two-launch split, its reduce launch alone,
+  and the one-launch split, over blocks, warps, blocks a chunk walks and (at 1d37497, an
+  option since removed) pipelining stages of a chunk's loop.
 * ``ncu``: one call of each named configuration after warm-up, between cudaProfilerStart
   and Stop, for ``ncu --profile-from-start off``.
 

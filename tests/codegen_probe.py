@@ -77,21 +77,13 @@ def main() -> None:
             apply = compile_kernel(
                 rw.row_split_apply_kernel,
                 {**ab_out, "stats_ptr": "*fp32"},
-                {**lanes, "COMBINE": op.combine, "APPLY": op.apply, "CHUNKS": 13, "SPAN": 1, "STAGES": 1, **tail},
+                {**lanes, "COMBINE": op.combine, "APPLY": op.apply, "CHUNKS": 13, "SPAN": 1, **tail},
                 8,
             )
             reduce = compile_kernel(
                 rw.row_split_reduce_kernel,
                 {**ab, "stats_ptr": "*fp32"},
-                {
-                    **lanes,
-                    "ACCUMULATE": op.accumulate,
-                    "COMBINE": op.combine,
-                    "CHUNKS": 13,
-                    "SPAN": 2,
-                    "STAGES": 1,
-                    **tail,
-                },
+                {**lanes, "ACCUMULATE": op.accumulate, "COMBINE": op.combine, "CHUNKS": 13, "SPAN": 2, **tail},
                 8,
             )
             one = compile_kernel(
@@ -104,7 +96,6 @@ def main() -> None:
                     "APPLY": op.apply,
                     "CHUNKS": 13,
                     "SPAN": 1,
-                    "STAGES": 1,
                     "PHASE": 0,
                     **tail,
                 },

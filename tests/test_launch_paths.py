@@ -81,7 +81,7 @@ def test_one_launch_fast_path_launches_what_the_general_path_launches(monkeypatc
     rows, resident = 3, 5
     plan = dataclasses.replace(plan_rows(rows, width, 2, 132, POLICY, "split", 7 if align else 0), one_launch=True)
     steps = rw._steps(FORWARD, plan, width, 8, align, torch.bfloat16, torch.bfloat16)
-    assert len(steps) == 1 and steps[0].coop and steps[0].consts[15] == 0  # PHASE
+    assert len(steps) == 1 and steps[0].coop and steps[0].consts[14] == 0  # PHASE
     prepared = rw._Prepared(plan, steps, "cpu", False)
     launch = Recorder("one")
     prepared.bound, prepared.resident = [(launch, "function0", "metadata0", 1, 0)], [resident]
