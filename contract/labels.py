@@ -25,7 +25,7 @@ LEGACY_LABELS: dict[str, dict[str, str]] = {
         "quack": "QuACK",
         "triton-looped": "Triton, looped plan forced",
         "triton-split": "Triton, split plan forced",
-        "triton-split-1launch": "Triton, split in one launch (rejected)",
+        "triton-split-1launch": "Triton, split in one launch",
     },
     "rowgrid": {
         "planner": "planner's choice (kernels.softmax)",

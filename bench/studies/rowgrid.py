@@ -68,7 +68,8 @@ def _pad(rows: int, cols: int) -> int:
 def cell_plans(rows: int, cols: int, sms: int = 132, op: str = "softmax") -> dict[str, RowPlan]:
     """Every plan timed in a cell, by variant name: the block plan where the row fits in
     MAX_BLOCK, looped with four chunk sizes, split with two (two launches), and for softmax
-    the one-launch split where it cannot deadlock."""
+    the one-launch split at the cells where its first design could not deadlock (its
+    cooperative design runs anywhere; the same cells keep runs comparable)."""
     policy = POLICIES[op]
     pad = _pad(rows, cols)
     whole = next_power_of_2(cols + pad)
