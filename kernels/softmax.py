@@ -17,7 +17,17 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._checks import ACCEPTED, FLOAT_NAMES, check_device, check_float, check_plan, check_tensor, eager_path
+from kernels._checks import (
+    ACCEPTED,
+    FLOAT_NAMES,
+    _functorch_active,
+    _is_compiling,
+    check_device,
+    check_float,
+    check_plan,
+    check_tensor,
+    eager_path,
+)
 from kernels._rowwise import (
     RowCall,
     RowOp,
@@ -131,9 +141,15 @@ def backward_rows(
 
 def _forward(x: torch.Tensor, plan: str | None, out_dtype: torch.dtype) -> torch.Tensor:
     # x: last dimension contiguous, at least 1-D.  The output is new and contiguous.
-    y = torch.empty_like(x, dtype=out_dtype, memory_format=torch.contiguous_format)
+    if out_dtype == x.dtype and x.is_contiguous():
+        y = torch.empty_like(x)  # the same layout, without parsing the keywords
+    else:
+        y = torch.empty_like(x, dtype=out_dtype, memory_format=torch.contiguous_format)
     if x.dim() == 2:
-        _FORWARD_CALL(x, None, y, plan)  # type: ignore[arg-type]
+        if plan is None:
+            _FORWARD_CALL.unary(x, y)
+        else:
+            _FORWARD_CALL(x, None, y, plan)  # type: ignore[arg-type]
     else:
         x2d = as_rows(x)
         _FORWARD_CALL(x2d, None, y.view(x2d.shape), plan)  # type: ignore[arg-type]
@@ -260,6 +276,14 @@ def softmax(
         ValueError: ``plan`` is not one of the names above; ``x`` is on the CPU outside the
             interpreter, or on another non-CUDA device.
     """
+    # The common call first: a plain floating CUDA tensor that does not need autograd, the
+    # last dimension, the planner's plan, no tracer.  Every test below is one the full path
+    # makes too; any that fails sends the call there.
+    if (dtype is None and plan is None and dim == -1 and type(x) is torch.Tensor and x.is_cuda
+            and x.dtype in ACCEPTED and x.dim() and (x.stride(-1) == 1 or x.shape[-1] <= 1)
+            and not (x.requires_grad and torch.is_grad_enabled()) and not _is_compiling()
+            and not _functorch_active()):  # fmt: skip
+        return _forward(x, None, x.dtype)
     out_dtype = check_args(x, dim, dtype, plan)
     if x.dtype not in ACCEPTED:
         x = x.to(out_dtype)  # e.g. integers with dtype=torch.float32: torch casts first too

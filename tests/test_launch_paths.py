@@ -185,3 +185,36 @@ def test_single_launch_fast_path_launches_what_the_general_path_launches(monkeyp
     if extras.rstat is not None:
         assert ptrs[6] == extras.rstat.data_ptr()
     prepared.single = single
+
+
+@pytest.mark.parametrize(("width", "stride", "rows"), [(4097, 4104, 5), (4096, 4096, 3000), (127, 128, 1)])
+def test_unary_lane_launches_what_the_general_path_launches(monkeypatch, width, stride, rows) -> None:
+    # RowCall.unary (softmax's forward with the planner's plan) keeps its own dict of bound
+    # launches; a call through it must launch exactly what __call__ launches, and a key it
+    # has not seen (here: another alignment of the output) must go through __call__.
+    monkeypatch.setattr(rw, "INTERPRETER", False)
+    monkeypatch.setattr(rw, "current_device", lambda: 0)
+    monkeypatch.setattr(rw, "current_stream", lambda index: 12345)
+
+    def rows_of(extra: int = 0, offset: int = 0) -> torch.Tensor:
+        return _gpu0(torch.empty(rows, stride + extra, dtype=torch.bfloat16)[:, offset : offset + width])
+
+    a, out, out_odd = rows_of(), rows_of(16), rows_of(16, offset=1)
+    call = rw.RowCall(FORWARD, POLICY)
+    launches = Recorder("single")
+    for target in (out, out_odd):
+        prepared = call.prepare(a, None, target)
+        assert prepared is not None and prepared.plan.kind in ("block", "looped")
+        bound = (launches, "function", "metadata", 0, 0)
+        prepared.bound = [bound]
+        prepared.single = (*bound, prepared.steps[0].rows_per_program, prepared.steps[0].consts)
+    call(a, None, out)
+    general = launches.calls.pop()
+    call.unary(a, out)  # a miss: __call__, then the lane remembers the launch
+    assert launches.calls.pop() == general and len(call._unary) == 1
+    call.unary(a, out)  # a hit
+    assert launches.calls.pop() == general
+    call.unary(a, out_odd)  # another key: through __call__, with its own launch
+    odd = launches.calls.pop()
+    assert odd[HEAD + 4] == out_odd.data_ptr() and odd != general
+    assert len(call._unary) == 2
