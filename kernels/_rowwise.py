@@ -1280,6 +1280,7 @@ class _Prepared:
 
 
 _HOOKS = knobs.runtime.launch_enter_hook  # a profiler's hooks need Triton's own launch path
+_GENERAL: Any = object()  # RowCall.lane: this key's plan is not one bound launch
 
 
 class RowCall:
@@ -1297,39 +1298,53 @@ class RowCall:
         self.op, self.policy = op, policy
         self._prepared: dict[tuple[Any, ...], _Prepared] = {}
         self._thresholds: dict[int, tuple[float, float, int]] = {}
-        self._unary: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # see unary()
+        self._lane: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # see lane()
 
-    def unary(self, a: torch.Tensor, out: torch.Tensor) -> None:
-        """``self(a, None, out)`` for a call with one input, no extras and the planner's plan.
+    def lane(self, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor) -> None:
+        """``self(a, b, out)`` for a call with no extras and the planner's plan, at the least
+        host cost.
 
         Where the prepared launch is one bound kernel launch (block and looped plans), the
         call is that launch and nothing else: the key is read from the tensors, the launch
-        taken from a dict, and the compiled launcher called.  Every other call (a split plan,
-        the first call of a key, another GPU, a profiler's launch hook) takes ``__call__``."""
+        taken from a dict of its own, and the compiled launcher called.  A key whose plan is
+        not one bound launch (a split) is remembered as such and goes straight to
+        ``__call__``, as does every call the dict cannot serve (the first of a key, another
+        GPU, a profiler's launch hook)."""
         n_rows, width = a.shape
         index = a.get_device()
         th = self._thresholds.get(index)
-        if th is not None and n_rows:
-            pa, po, sa, so = a.data_ptr(), out.data_ptr(), a.stride(0), out.stride(0)
-            key = (width, a.dtype, out.dtype, index, n_rows < th[0], n_rows >= th[1], n_rows <= 1,
-                   pa & 15, po & 15, sa & 7, so & 7)  # fmt: skip
-            hit = self._unary.get(key)
-            if hit is not None and n_rows <= hit[6] and index == current_device() and not _HOOKS.calls:
+        if th is None or not n_rows:
+            self(a, b, out)
+            return
+        pa, po, sa, so = a.data_ptr(), out.data_ptr(), a.stride(0), out.stride(0)
+        if b is None:
+            pb, sb, b_dtype = pa, sa, None
+        else:
+            pb, sb, b_dtype = b.data_ptr(), b.stride(0), b.dtype
+        key = (width, a.dtype, b_dtype, out.dtype, index, n_rows < th[0], n_rows >= th[1], n_rows <= 1,
+               pa & 15, pb & 15, po & 15, sa & 7, sb & 7, so & 7)  # fmt: skip
+        hit = self._lane.get(key)
+        if hit is not None:
+            if hit is not _GENERAL and n_rows <= hit[6] and index == current_device() and not _HOOKS.calls:
                 launch, function, metadata, coop, pdl, rows_per_program, _limit, consts = hit
                 launch(
                     -(-n_rows // rows_per_program), 1, 1, current_stream(index), function, coop, pdl,
-                    None, None, metadata, None, None, None, pa, pa, pa, pa, po, po, po, n_rows, sa, sa, sa, so, so,
+                    None, None, metadata, None, None, None, pa, pb, pa, pa, po, po, po, n_rows, sa, sb, sa, so, so,
                     *consts,
                 )  # fmt: skip
                 return
-            self(a, None, out)
-            found = self._lookup(a, None, out, None, _NO_EXTRAS) if width else None
-            if found is not None and found[0].single is not None:
-                launch, function, metadata, coop, pdl, rows_per_program, consts = found[0].single
-                limit = MAX_GRID_X * rows_per_program
-                self._unary[key] = (launch, function, metadata, coop, pdl, rows_per_program, limit, consts)
+            self(a, b, out)
             return
-        self(a, None, out)
+        self(a, b, out)
+        found = self._lookup(a, b, out, None, _NO_EXTRAS) if width else None
+        if found is not None:
+            single = found[0].single
+            if single is None:
+                self._lane[key] = _GENERAL
+            else:
+                launch, function, metadata, coop, pdl, rows_per_program, consts = single
+                limit = MAX_GRID_X * rows_per_program
+                self._lane[key] = (launch, function, metadata, coop, pdl, rows_per_program, limit, consts)
 
     def plan(
         self, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, force: PlanKind | None,

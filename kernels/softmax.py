@@ -147,7 +147,7 @@ def _forward(x: torch.Tensor, plan: str | None, out_dtype: torch.dtype) -> torch
         y = torch.empty_like(x, dtype=out_dtype, memory_format=torch.contiguous_format)
     if x.dim() == 2:
         if plan is None:
-            _FORWARD_CALL.unary(x, y)
+            _FORWARD_CALL.lane(x, None, y)
         else:
             _FORWARD_CALL(x, None, y, plan)  # type: ignore[arg-type]
     else:
@@ -163,9 +163,15 @@ def _backward(y: torch.Tensor, dy: torch.Tensor, plan: str | None, x_dtype: torc
         dy = dy.to(y.dtype)
     if dy.shape[-1] > 1 and dy.stride(-1) != 1:
         dy = dy.contiguous()  # e.g. the expanded gradient of y.sum()
-    dx = torch.empty_like(y, dtype=x_dtype, memory_format=torch.contiguous_format)
+    if x_dtype == y.dtype and y.is_contiguous():
+        dx = torch.empty_like(y)  # the same layout, without parsing the keywords
+    else:
+        dx = torch.empty_like(y, dtype=x_dtype, memory_format=torch.contiguous_format)
     if y.dim() == 2:
-        _BACKWARD_CALL(y, dy, dx, plan)  # type: ignore[arg-type]
+        if plan is None:
+            _BACKWARD_CALL.lane(y, dy, dx)
+        else:
+            _BACKWARD_CALL(y, dy, dx, plan)  # type: ignore[arg-type]
     else:
         y2d = as_rows(y)
         _BACKWARD_CALL(y2d, as_rows(dy), dx.view(y2d.shape), plan)  # type: ignore[arg-type]

@@ -187,11 +187,12 @@ def test_single_launch_fast_path_launches_what_the_general_path_launches(monkeyp
     prepared.single = single
 
 
+@pytest.mark.parametrize("backward", [False, True])
 @pytest.mark.parametrize(("width", "stride", "rows"), [(4097, 4104, 5), (4096, 4096, 3000), (127, 128, 1)])
-def test_unary_lane_launches_what_the_general_path_launches(monkeypatch, width, stride, rows) -> None:
-    # RowCall.unary (softmax's forward with the planner's plan) keeps its own dict of bound
-    # launches; a call through it must launch exactly what __call__ launches, and a key it
-    # has not seen (here: another alignment of the output) must go through __call__.
+def test_lane_launches_what_the_general_path_launches(monkeypatch, backward, width, stride, rows) -> None:
+    # RowCall.lane (softmax's forward and backward with the planner's plan) keeps its own dict
+    # of bound launches; a call through it must launch exactly what __call__ launches, and a
+    # key it has not seen (here: another alignment of the output) must go through __call__.
     monkeypatch.setattr(rw, "INTERPRETER", False)
     monkeypatch.setattr(rw, "current_device", lambda: 0)
     monkeypatch.setattr(rw, "current_stream", lambda index: 12345)
@@ -200,21 +201,44 @@ def test_unary_lane_launches_what_the_general_path_launches(monkeypatch, width, 
         return _gpu0(torch.empty(rows, stride + extra, dtype=torch.bfloat16)[:, offset : offset + width])
 
     a, out, out_odd = rows_of(), rows_of(16), rows_of(16, offset=1)
-    call = rw.RowCall(FORWARD, POLICY)
+    b = rows_of(8) if backward else None
+    call = rw.RowCall(BACKWARD, BACKWARD_POLICY) if backward else rw.RowCall(FORWARD, POLICY)
     launches = Recorder("single")
     for target in (out, out_odd):
-        prepared = call.prepare(a, None, target)
+        prepared = call.prepare(a, b, target)
         assert prepared is not None and prepared.plan.kind in ("block", "looped")
         bound = (launches, "function", "metadata", 0, 0)
         prepared.bound = [bound]
         prepared.single = (*bound, prepared.steps[0].rows_per_program, prepared.steps[0].consts)
-    call(a, None, out)
+    call(a, b, out)
     general = launches.calls.pop()
-    call.unary(a, out)  # a miss: __call__, then the lane remembers the launch
-    assert launches.calls.pop() == general and len(call._unary) == 1
-    call.unary(a, out)  # a hit
+    call.lane(a, b, out)  # a miss: __call__, then the lane remembers the launch
+    assert launches.calls.pop() == general and len(call._lane) == 1
+    call.lane(a, b, out)  # a hit
     assert launches.calls.pop() == general
-    call.unary(a, out_odd)  # another key: through __call__, with its own launch
+    if backward:
+        assert general[HEAD + 1] == b.data_ptr() and general[HEAD + 7 + 1 + 1] == b.stride(0)
+    call.lane(a, b, out_odd)  # another key: through __call__, with its own launch
     odd = launches.calls.pop()
     assert odd[HEAD + 4] == out_odd.data_ptr() and odd != general
-    assert len(call._unary) == 2
+    assert len(call._lane) == 2
+
+
+def test_lane_sends_a_split_plan_to_the_general_path(monkeypatch) -> None:
+    # A split key is remembered as "not one launch": later calls go to __call__ without a
+    # second lookup, and never launch a single kernel in its place.
+    monkeypatch.setattr(rw, "INTERPRETER", False)
+    monkeypatch.setattr(rw, "current_device", lambda: 0)
+    a = _gpu0(torch.empty(4, 65536, dtype=torch.bfloat16))
+    out = _gpu0(torch.empty(4, 65536, dtype=torch.bfloat16))
+    call = rw.RowCall(FORWARD, POLICY)
+    calls = []
+    monkeypatch.setattr(rw.RowCall, "__call__", lambda self, *args, **kw: calls.append(args))
+    call._thresholds[0] = (66.0, 1056.0, 132)
+    split = rw._Prepared(rw.RowPlan("split", 2048, 4, chunks=32), [], 0, False)
+    monkeypatch.setattr(call, "_lookup", lambda *args: (split, (), ()))
+    call.lane(a, None, out)
+    assert call._lane and all(v is rw._GENERAL for v in call._lane.values())
+    monkeypatch.setattr(call, "_lookup", lambda *args: pytest.fail("a second lookup"))
+    call.lane(a, None, out)
+    assert len(calls) == 2
