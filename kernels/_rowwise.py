@@ -15,8 +15,10 @@ compiles to the same code as before it existed.
   several narrow rows packed per program when there are many).  A wider row is walked in
   chunks by one program (``looped``: a statistics pass, then a second read, ideally from
   L2, to write), or cut into chunks spread over several programs (``split``: one launch
-  writes per-chunk statistics, a second merges them and writes).  Splitting pays when rows
-  are too few to give every SM a program.  A reduction *down* the rows (a column sum, which
+  writes per-chunk statistics, a second merges them and writes; or both passes in one
+  cooperative launch whose programs meet at a grid barrier, which the eager path of a
+  policy with ``one_launch_row_bytes`` takes on narrow rows, for the host's sake).
+  Splitting pays when rows are too few to give every SM a program.  A reduction *down* the rows (a column sum, which
   RMSNorm's weight gradient needs) has its own plan (:func:`plan_columns`, :func:`column_sum`).
 * **Row geometry** (:func:`row_layout`, :func:`row_window`, :func:`window_masks`).  Triton
   issues a 16-byte load only where it can prove the address is 16-byte aligned *and* the
