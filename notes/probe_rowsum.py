@@ -64,40 +64,45 @@ def main() -> None:
     warm = Warmup(dev)
     configs = [(2, 8, 3), (4, 8, 3), (4, 8, 2), (4, 8, 4), (8, 4, 3), (4, 4, 3), (2, 16, 3)]
     for rows, cols in ((4096, 4096), (16384, 1024), (2048, 8192), (16384, 4096)):
-        gen = torch.Generator(device=dev).manual_seed(rows + cols)
-        nbytes = rows * cols * 2
-        sets = rotation_sets(nbytes, torch.cuda.get_device_properties(0).L2_cache_size)
-        xs = [torch.randn(rows, cols, device=dev, dtype=torch.bfloat16, generator=gen) for _ in range(sets)]
-        outs = [torch.empty(rows, device=dev, dtype=torch.bfloat16) for _ in range(sets)]
-        ref = xs[0].double().sum(-1)
-        variants = {"ours": lambda i: outs[i].copy_(row_sum(xs[i]))}
-        variants["ours-noalloc"] = lambda i: row_sum(xs[i])
-        variants["torch"] = lambda i: torch.sum(xs[i], -1)
-        for per_sm, warps, stages in configs:
-            variants[f"streamed-{per_sm}x{warps}w-s{stages}"] = (
-                lambda i, c=(per_sm, warps, stages): streamed(xs[i], outs[i], *c)
-            )
-        for name, fn in variants.items():
-            warm.maybe_burst()
-            try:
-                outs[0].fill_(float("nan"))
-                fn(0)
-                torch.cuda.synchronize()
-                err = (outs[0].double() - ref).abs().max().item() if name.startswith(("streamed", "ours-")) else 0.0
-                if name == "ours-noalloc":
-                    err = (row_sum(xs[0]).double() - ref).abs().max().item()
-                timer, _ = make_timer(fn, sets, target_ms=0.5)
-                us = statistics.median(timer.sample_us() for _ in range(7))
-                timer.release()
-            except Exception as e:  # reported, the sweep goes on
-                print(json.dumps({"shape": f"{rows}x{cols}", "config": name, "error": repr(e)[:300]}), flush=True)
-                continue
-            share = nbytes / (copy_gbps * 1e3) / us  # a read-only pass against the copy's bytes per µs
-            print(json.dumps({"shape": f"{rows}x{cols}", "config": name, "us": round(us, 2),
-                              "copy_share": round(share, 3), "max_abs_err": err}), flush=True)  # fmt: skip
-        xs.clear()
-        outs.clear()
-        torch.cuda.empty_cache()
+        run_shape(rows, cols, configs, warm, copy_gbps)
+
+
+def run_shape(rows: int, cols: int, configs: list, warm: Warmup, copy_gbps: float) -> None:
+    dev = torch.device("cuda")
+    gen = torch.Generator(device=dev).manual_seed(rows + cols)
+    nbytes = rows * cols * 2
+    sets = rotation_sets(nbytes, torch.cuda.get_device_properties(0).L2_cache_size)
+    xs = [torch.randn(rows, cols, device=dev, dtype=torch.bfloat16, generator=gen) for _ in range(sets)]
+    outs = [torch.empty(rows, device=dev, dtype=torch.bfloat16) for _ in range(sets)]
+    ref = xs[0].double().sum(-1)
+    variants = {"ours": lambda i: outs[i].copy_(row_sum(xs[i]))}
+    variants["ours-noalloc"] = lambda i: row_sum(xs[i])
+    variants["torch"] = lambda i: torch.sum(xs[i], -1)
+    for per_sm, warps, stages in configs:
+        variants[f"streamed-{per_sm}x{warps}w-s{stages}"] = lambda i, c=(per_sm, warps, stages): streamed(
+            xs[i], outs[i], *c
+        )
+    for name, fn in variants.items():
+        warm.maybe_burst()
+        try:
+            outs[0].fill_(float("nan"))
+            fn(0)
+            torch.cuda.synchronize()
+            err = (outs[0].double() - ref).abs().max().item() if name.startswith(("streamed", "ours-")) else 0.0
+            if name == "ours-noalloc":
+                err = (row_sum(xs[0]).double() - ref).abs().max().item()
+            timer, _ = make_timer(fn, sets, target_ms=0.5)
+            us = statistics.median(timer.sample_us() for _ in range(7))
+            timer.release()
+        except Exception as e:  # reported, the sweep goes on
+            print(json.dumps({"shape": f"{rows}x{cols}", "config": name, "error": repr(e)[:300]}), flush=True)
+            continue
+        share = nbytes / (copy_gbps * 1e3) / us  # a read-only pass against the copy's bytes per µs
+        print(json.dumps({"shape": f"{rows}x{cols}", "config": name, "us": round(us, 2),
+                          "copy_share": round(share, 3), "max_abs_err": err}), flush=True)  # fmt: skip
+    xs.clear()
+    outs.clear()
+    torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":
