@@ -56,6 +56,11 @@ SMALL_PLANS = [
     # The row's last whole block (300 // 32 = 9) is the second of its chunk's four: the
     # per-block full/masked choice inside a chunk, not only at its start.
     RowPlan("split", block=32, num_warps=1, chunks=3, span=4),
+    # The one-launch split: under the interpreter its two passes run as two launches of five
+    # programs (kernels._launch.FastKernel.resident), each walking many chunks, the apply
+    # pass backwards.
+    RowPlan("split", block=32, num_warps=1, chunks=11, one_launch=True),
+    RowPlan("split", block=32, num_warps=1, chunks=3, span=4, one_launch=True),
     RowPlan("block", block=512, num_warps=4, rows_per_program=4),
 ]
 
