@@ -22,8 +22,11 @@ pytestmark = pytest.mark.browser
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # Every page of the registry, and the review page built from what they report.
 PAGES = [p.output.replace(".md", ".html") for p in pages()] + ["review.html"]
-# What must never reach a reader: template syntax, Python reprs, markup shown as text.
-LEFTOVERS = re.compile(r"\{\{|\}\}|\{%|%\}|object at 0x|Markup\(|Num\(|Text\(|Source\(|\bNone\b|\bnan\b|Undefined|[<>]")
+# What must never reach a reader: template syntax, Python reprs, markup shown as text
+# (a backtick: Markdown code left unrendered, e.g. inside an HTML block).
+LEFTOVERS = re.compile(
+    r"\{\{|\}\}|\{%|%\}|object at 0x|Markup\(|Num\(|Text\(|Source\(|\bNone\b|\bnan\b|Undefined|[<>`]"
+)
 
 
 @pytest.fixture(scope="module")
