@@ -129,14 +129,14 @@ class FastKernel:
         )  # fmt: skip
 
     def resident(
-        self, key: tuple[Any, ...], args: Sequence[Any], consts: tuple[Any, ...], num_warps: int, sms: int,
+        self, key: tuple[Any, ...], args: Sequence[Any], consts: tuple[Any, ...], num_warps: int, device_index: int,
         num_stages: int = 3,
     ) -> int:  # fmt: skip
-        """How many programs of the cooperative launch of this kernel fit on a GPU of ``sms``
-        multiprocessors at once (:func:`resident_programs`).  Compiles the kernel (without
-        launching it) the first time a key is asked; under the interpreter, 5 programs (run one
-        after another there anyway)."""
-        full_key = (key, consts, num_warps, num_stages, sms)
+        """How many programs of the cooperative launch of this kernel fit at once on GPU
+        ``device_index`` (:func:`resident_programs`).  Compiles the kernel (without launching
+        it) the first time a key is asked; under the interpreter, 5 programs (run one after
+        another there anyway)."""
+        full_key = (key, consts, num_warps, num_stages, device_index)
         found = self._resident.get(full_key)
         if found is not None:
             return found
@@ -146,18 +146,32 @@ class FastKernel:
             *args, grid=(1,), **dict(zip(self.const_names, consts, strict=True)), num_warps=num_warps,
             num_stages=num_stages, **launch_options(False, True),
         )  # fmt: skip
-        self._resident[full_key] = found = resident_programs(compiled, num_warps, sms)
+        self._resident[full_key] = found = resident_programs(compiled, num_warps, device_index)
         return found
 
 
-def resident_programs(compiled: Any, num_warps: int, sms: int) -> int:
-    """Programs of a compiled kernel that an sm_90 GPU of ``sms`` multiprocessors holds at
-    once: its registers (65,536 a multiprocessor, allotted per warp in 256s), shared memory
-    (228 KB, 1 KB more a program), warps (64) and programs (32) per multiprocessor."""
+# Programs a multiprocessor holds at most, by compute capability (CUDA's occupancy tables);
+# 16 for a capability not listed.
+_MAX_PROGRAMS_PER_SM = {(7, 0): 32, (7, 5): 16, (8, 0): 32, (8, 6): 16, (8, 7): 16, (8, 9): 24, (9, 0): 32}
+
+
+def resident_programs(compiled: Any, num_warps: int, device_index: int) -> int:
+    """Programs of a compiled kernel (loaded here if it is not yet) that GPU ``device_index``
+    holds at once, by its registers, shared memory, warps and programs per multiprocessor as
+    CUDA's occupancy calculator counts them: registers are allotted per warp in 256s from
+    each of a multiprocessor's four quarters (65,536 / 4 on the H100 and H200), shared memory
+    takes 1 KB more a program.  A cooperative launch of more is refused by the driver."""
     compiled._init_handles()
+    props = torch.cuda.get_device_properties(device_index)
     warp_regs = -(-max(compiled.n_regs, 1) * 32 // 256) * 256
-    per_sm = min(32, 64 // num_warps, 65536 // (warp_regs * num_warps), 233472 // (compiled.metadata.shared + 1024))
-    return max(1, per_sm) * sms
+    warps_by_regs = 4 * ((getattr(props, "regs_per_multiprocessor", 65536) // 4) // warp_regs)
+    per_sm = min(
+        _MAX_PROGRAMS_PER_SM.get((props.major, props.minor), 16),
+        props.max_threads_per_multi_processor // 32 // num_warps,
+        warps_by_regs // num_warps,
+        props.shared_memory_per_multiprocessor // (compiled.metadata.shared + 1024),
+    )
+    return max(1, per_sm) * props.multi_processor_count
 
 
 def launch_options(pdl: bool, coop: bool) -> dict[str, bool]:

@@ -371,8 +371,10 @@ def lanes_to_row(m, s, COMBINE: tl.constexpr, ACC: tl.constexpr, M_INIT: tl.cons
     """Fold ``[LANES]`` per-lane statistics into the row's, returned as ``[1]`` splats of
     scalars: statistics in the lanes' layout would make the compiler convert every tile
     they meet to that layout, through shared memory (a splat takes whatever layout its use
-    needs)."""
-    m, s = COMBINE(tl.full((1,), M_INIT, ACC), tl.zeros((1,), ACC), m[None, :], s[None, :])
+    needs).  The lanes reach COMBINE as the transpose of a ``[LANES, 1]`` column, which
+    keeps their registers where they are; a ``[1, LANES]`` row was a transpose through
+    shared memory (four ``ldmatrix`` and two more barriers a fold, tests/test_codegen.py)."""
+    m, s = COMBINE(tl.full((1,), M_INIT, ACC), tl.zeros((1,), ACC), tl.trans(m[:, None]), tl.trans(s[:, None]))
     return tl.zeros((1,), ACC) + tl.max(m, axis=0), tl.zeros((1,), ACC) + tl.max(s, axis=0)
 
 
@@ -982,7 +984,7 @@ class RowLauncher:
         device = tensors[0].device
         index = device.index if device.type == "cuda" else -1
         per_launch = (MAX_GRID_X // programs_per_row) * rows_per_program
-        if n_rows <= per_launch:
+        if n_rows <= per_launch or coop:  # a cooperative grid is capped by the GPU, not the rows
             batches = [(tensors, n_rows)]
         else:  # only past 2^31 - 1 programs: the same kernel over row slices
             keep = list(per_column) + [False] * (len(tensors) - len(per_column))
@@ -1005,7 +1007,7 @@ class RowLauncher:
     ) -> None:  # fmt: skip
         programs = cdiv(rows, rows_per_program) * programs_per_row
         if coop:
-            programs = min(programs, self.kernel.resident(key, args, consts, num_warps, sm_count(args[0].device)))
+            programs = min(programs, self.kernel.resident(key, args, consts, num_warps, index))
         if self.uncached:
             self.kernel.launch_uncached((programs, 1, 1), args, consts, num_warps, pdl=pdl, coop=coop)
         else:
@@ -1078,6 +1080,25 @@ def _scratch(plan: RowPlan, n_rows: int, device: torch.device | int, acc64: bool
         stats, sync = _one_launch_scratch(n_rows * plan.chunks * 2, device, dtype)
         return {"stats": stats[: n_rows * plan.chunks * 2].view(shape), "sync": sync}
     return {"stats": torch.empty(shape, device=device, dtype=dtype)}
+
+
+def _compile_ahead(
+    op: RowOp, plan: RowPlan, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, extras: RowExtras,
+    vec: int, align: int,
+) -> None:  # fmt: skip
+    """Compile and load the kernels of ``plan`` for these tensors without launching them."""
+    n_rows, width = a.shape
+    tensors = _row_tensors(a, b, out, extras)
+    strides = _strides(tensors)
+    tensors.update(_scratch(plan, n_rows, a.device, torch.float64 in (a.dtype, out.dtype)))
+    for step in _steps(op, plan, width, vec, align, a.dtype, out.dtype, extras.flags(op), extras.arg):
+        kernel = step.launcher.kernel
+        compiled = kernel.fn.warmup(
+            *[tensors[r] for r in step.roles], n_rows, *strides, grid=(1,),
+            **dict(zip(kernel.const_names, step.consts, strict=True)), num_warps=plan.num_warps, num_stages=3,
+            **launch_options(step.pdl, step.coop),
+        )  # fmt: skip
+        compiled._init_handles()
 
 
 # The one-launch split's scratch on each (device, stream, dtype), reused call after call: its
@@ -1219,7 +1240,7 @@ class _Prepared:
                 options = launch_options(step.pdl, step.coop)
                 if step.coop:  # as many programs as the GPU holds at once, known once compiled
                     compiled = fn.warmup(*args, grid=(1,), **consts, num_warps=plan.num_warps, num_stages=3, **options)
-                    self.resident[i] = resident_programs(compiled, plan.num_warps, sm_count(a.device))
+                    self.resident[i] = resident_programs(compiled, plan.num_warps, self.index)
                     grid = min(grid, self.resident[i])
                 compiled = fn[(grid,)](*args, **consts, num_warps=plan.num_warps, num_stages=3, **options)
                 launcher = compiled.run
@@ -1423,6 +1444,10 @@ class RowCall:
         if prepared is None:
             plan, vec, align = self.plan(a, b, out, force, extras)
             if one and plan.kind == "split":
+                # A CUDA-graph capture of this call will take the two-launch split: compile and
+                # load its kernels now, since a module cannot be loaded while a stream captures
+                # (a capture after an eager warm-up is how graphs are usually made).
+                _compile_ahead(self.op, plan, a, b, out, extras, vec, align)
                 plan = replace(plan, one_launch=True)
             acc64 = torch.float64 in (a.dtype, out.dtype)
             steps = _steps(self.op, plan, width, vec, align, a.dtype, out.dtype, extras.flags(self.op), extras.arg)

@@ -47,6 +47,8 @@ def compile_kernel(fn, pointers: dict[str, str], consts: dict, warps: int, ints:
         "scalar_16bit_stores": sum(n for op, n in ops.items() if op.startswith("st.") and op.endswith("b16")),
         "shared_bytes": kernel.metadata.shared,
         "async_copies": len(re.findall(r"\bcp\.async\.\w+\.shared\.global", ptx)),
+        "ldmatrix": len(re.findall(r"\bldmatrix\.", ptx)),
+        "barriers": len(re.findall(r"\bbar\.sync\b", ptx)),
     }
 
 

@@ -75,3 +75,14 @@ def test_fused_rmsnorm_backward_reads_vectors_through_runtime_strides(reports) -
         # STAGES 3 on aligned rows: the next rows come through cp.async into shared memory,
         # no registers held for them (a copy moves 4 bytes at least: none for lone elements).
         assert (r["async_copies"] > 0) == (r["stages"] > 1 and r["align"] == 1), r
+
+
+def test_lane_statistics_fold_without_a_shared_memory_transpose(reports) -> None:
+    # lanes_to_row once laid the [LANES] per-lane statistics out as a [1, LANES] row, which
+    # made the compiler transpose them through shared memory (ldmatrix and two more barriers)
+    # in every looped row and every split chunk; a transposed [LANES, 1] column folds them
+    # where they are.
+    rows = [r for r in reports if r["plan"] in ("looped", "split-reduce", "one-launch", "block")]
+    assert len(rows) >= 30
+    for r in rows:
+        assert r["ldmatrix"] == 0, r

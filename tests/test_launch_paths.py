@@ -242,3 +242,30 @@ def test_lane_sends_a_split_plan_to_the_general_path(monkeypatch) -> None:
     monkeypatch.setattr(call, "_lookup", lambda *args: pytest.fail("a second lookup"))
     call.lane(a, None, out)
     assert len(calls) == 2
+
+
+@pytest.mark.parametrize(
+    ("cc", "threads", "regs", "warps", "shared", "expected"),
+    [
+        ((9, 0), 2048, 40, 2, 0, 24),  # registers by quarters: 12 warps of 1280 in each of four
+        ((9, 0), 2048, 72, 8, 0, 3),
+        ((9, 0), 2048, 32, 4, 0, 16),  # the 64-warp limit
+        ((9, 0), 2048, 16, 1, 0, 32),  # the 32-program limit
+        ((9, 0), 2048, 32, 4, 100 * 1024, 2),  # shared memory, 1 KB more a program
+        ((8, 9), 1536, 32, 4, 0, 12),  # a GPU of 48 warps a multiprocessor
+    ],
+)
+def test_resident_programs_counts_like_the_occupancy_calculator(
+    monkeypatch, cc, threads, regs, warps, shared, expected
+) -> None:
+    from types import SimpleNamespace
+
+    from kernels import _launch
+
+    props = SimpleNamespace(
+        major=cc[0], minor=cc[1], multi_processor_count=132, max_threads_per_multi_processor=threads,
+        regs_per_multiprocessor=65536, shared_memory_per_multiprocessor=233472,
+    )  # fmt: skip
+    monkeypatch.setattr(_launch.torch.cuda, "get_device_properties", lambda index: props)
+    compiled = SimpleNamespace(n_regs=regs, metadata=SimpleNamespace(shared=shared), _init_handles=lambda: None)
+    assert _launch.resident_programs(compiled, warps, 0) == expected * 132

@@ -303,3 +303,19 @@ def test_tensor_on_a_second_gpu_runs_there() -> None:
         (dx,) = torch.autograd.grad(y, x, torch.ones_like(y))
         assert dx.device == x.device
     assert torch.cuda.current_device() == 0
+
+
+def test_capture_after_an_eager_warm_up_of_a_split_shape() -> None:
+    # Eager calls of this shape take the one-launch split and a capture the two-launch one:
+    # the eager call must leave the capture's kernels compiled and loaded (a module cannot
+    # be loaded while the stream captures).  A width no other test uses, so that nothing
+    # else compiled them first.
+    x = randn((3, 40961), torch.bfloat16)
+    eager = kernels.softmax(x)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = kernels.softmax(x)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_close(captured, ref_softmax(x), torch.bfloat16)
+    assert torch.equal(captured, eager) or torch.allclose(captured.float(), eager.float(), atol=1e-3)
