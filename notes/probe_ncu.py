@@ -10,6 +10,10 @@ Exploration, not a study: the published numbers come from `python -m bench run .
 * ``ce_step_50257``: the training step at 8192 x 50257, 1.11x slower under cross-entropy's own
   policy (run cross_entropy-20261201T224435Z-20f44fb) than under softmax's.
 * ``rms_bwd``: residual RMSNorm's fused backward at 16384 x 4096 (~180 us, ~2.2 TB/s).
+* ``split_reduce``: softmax's split plan at 64 x 131072, its reduce launch alone (8.4-9.4 us
+  for 16.8 MB in notes/2026-12-02-probe-split-coop-0a038a5.log), beside ``rowsum_16mb``, the
+  row sum's block plan over the same 16.8 MB (2048 x 4096), whose fixed cost is ~3 us less.
+* ``split_whole``: the whole two-launch split at 64 x 131072.
 * ``rope`` / ``rope_compile``: RoPE's forward at T = 16384, 32 / 8 heads, head dim 128: ours
   104 us, torch.compile's 85 in run rope-20261201T225422Z-b6cb1d3.
 
@@ -45,6 +49,23 @@ def _call(which: str) -> Callable[[], object]:
         w = torch.randn(4096, device=dev, dtype=torch.bfloat16, requires_grad=True)
         dy, dh = torch.randn_like(x), torch.randn_like(x)
         return lambda: torch.autograd.grad(kernels.rms_norm(x, (4096,), w, 1e-6, residual=r), (x, r, w), (dy, dh))
+    if which in ("split_reduce", "split_whole"):
+        sys.path.insert(0, "notes")
+        from probe_l2 import reduce_only
+
+        from kernels.softmax import forward_rows, plan_for
+
+        x = torch.randn(64, 131072, device=dev, dtype=torch.bfloat16)
+        y = torch.empty_like(x)
+        plan = plan_for(x, y)[0]
+        print("plan", plan, flush=True)
+        if which == "split_whole":
+            return lambda: forward_rows(x, y, plan)
+        run = reduce_only(plan)
+        return lambda: run(x, y)
+    if which == "rowsum_16mb":
+        x = torch.randn(2048, 4096, device=dev, dtype=torch.bfloat16)
+        return lambda: kernels.row_sum(x)
     if which.startswith("rope"):
         q = torch.randn(1, 16384, 32, 128, device=dev, dtype=torch.bfloat16).transpose(1, 2)
         k = torch.randn(1, 16384, 8, 128, device=dev, dtype=torch.bfloat16).transpose(1, 2)
@@ -62,7 +83,11 @@ def _call(which: str) -> Callable[[], object]:
 def main(which: str) -> None:
     torch.manual_seed(0)
     call = _call(which)
-    with torch.no_grad() if which in ("ce_loss", "rope", "rope_compile") else torch.enable_grad():
+    with (
+        torch.no_grad()
+        if which in ("ce_loss", "rope", "rope_compile", "split_reduce", "split_whole", "rowsum_16mb")
+        else torch.enable_grad()
+    ):
         for _ in range(3):
             call()
         torch.cuda.synchronize()
