@@ -706,17 +706,33 @@ def _reduce_chunk(
     a_base, b_base, _o_base, lead = row_bases(row, a_stride, b_stride, out_stride, VEC, ALIGN)
     c_base, _o2_base = extra_bases(row, c_stride, out2_stride, VEC, ALIGN)
     c_base, w_ptr = row_inputs(c_ptr, w_ptr, c_base, row, lead, row < n_rows, EXT)
-    m = tl.full((LANES,), M_INIT, ACC)
-    s = tl.zeros((LANES,), ACC)
-    for j in tl.range(0, SPAN):
-        i = first + j
-        k = lane_offsets(i, LANES, UNROLL, WIDE)
-        whole = (i >= LO) & (i < HI)
-        a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, whole, WIDTH, VEC, ALIGN,
-                           A_CAST, A_FILL, HAS_B, ACC, POLICY)  # fmt: skip
-        c, w = _load_cw_lanes(c_ptr, w_ptr, c_base, k, lead, whole, WIDTH, VEC, ALIGN, EXT, ACC, POLICY)
-        m, s = _fold(ACCUMULATE, m, s, a, b, c, w, EXT, ARG)
-    m, s = lanes_to_row(m, s, COMBINE, ACC, M_INIT)
+    if SPAN == 1:
+        # A chunk of one block is folded as one [1, BLOCK] row tile: one reduction across the
+        # program, where per-lane statistics cost a rescale per lane and another merge across
+        # lanes (softmax: 33 MUFU instructions a thread for 16 elements against 17, and 296
+        # instructions in all; the reduce launch was issue-bound at 64 x 131072, Nsight
+        # Compute in notes/2026-12-02-ncu-split-8b70a7c.txt).
+        k = first * BLOCK + tl.arange(0, BLOCK)[None, :]
+        if (first >= LO) & (first < HI):
+            a, b = _load_full(a_ptr, b_ptr, a_base, b_base, k, A_CAST, HAS_B, ACC, POLICY)
+            c, w = _load_cw(c_ptr, w_ptr, c_base, k, lead, None, None, False, EXT, ALIGN, ACC, POLICY)
+        else:
+            load, inside, _store = window_masks(k, lead, WIDTH, VEC, ALIGN, False)
+            a, b = _load_ab(a_ptr, b_ptr, a_base, b_base, k, load, inside, A_CAST, A_FILL, HAS_B, ACC, POLICY)
+            c, w = _load_cw(c_ptr, w_ptr, c_base, k, lead, load, inside, True, EXT, ALIGN, ACC, POLICY)
+        m, s = _fold(ACCUMULATE, tl.full((1,), M_INIT, ACC), tl.zeros((1,), ACC), a, b, c, w, EXT, ARG)
+    else:
+        m = tl.full((LANES,), M_INIT, ACC)
+        s = tl.zeros((LANES,), ACC)
+        for j in tl.range(0, SPAN):
+            i = first + j
+            k = lane_offsets(i, LANES, UNROLL, WIDE)
+            whole = (i >= LO) & (i < HI)
+            a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, whole, WIDTH, VEC, ALIGN,
+                               A_CAST, A_FILL, HAS_B, ACC, POLICY)  # fmt: skip
+            c, w = _load_cw_lanes(c_ptr, w_ptr, c_base, k, lead, whole, WIDTH, VEC, ALIGN, EXT, ACC, POLICY)
+            m, s = _fold(ACCUMULATE, m, s, a, b, c, w, EXT, ARG)
+        m, s = lanes_to_row(m, s, COMBINE, ACC, M_INIT)
     slot = stats_ptr + (row * CHUNKS + chunk) * 2
     tl.store(slot, m)
     tl.store(slot + 1, s)

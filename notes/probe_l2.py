@@ -35,7 +35,7 @@ LOOPED_SHAPES = [(4096, 50257), (8192, 32768), (4096, 151936), (4096, 32000), (2
 # (block, warps, stages, evict)
 LOOPED = [(8192, 8, 1, True), (8192, 8, 2, True), (8192, 8, 1, False), (8192, 16, 1, True), (16384, 8, 1, True),
           (16384, 16, 1, True), (16384, 16, 2, True), (16384, 16, 1, False)]  # fmt: skip
-SPLIT_SHAPES = [(64, 131072), (4, 32769), (8, 1048576), (64, 1048576), (128, 50257), (32, 262144)]
+SPLIT_SHAPES = [(64, 131072), (4, 32769), (64, 1048576), (128, 50257)]
 
 
 def time_us(fn_for_set, sets: int) -> float:
@@ -131,21 +131,20 @@ def split_plans(rows: int, cols: int) -> dict:
     pad = 7 if rows > 1 and cols % 8 else 0
     # (block, warps, blocks a chunk walks, pipelining stages)
     for block, warps, span, stages in (
+        (2048, 4, 1, 1),
         (4096, 4, 1, 1),
-        (2048, 4, 8, 3),
-        (4096, 8, 2, 3),
+        (4096, 8, 1, 1),
+        (8192, 8, 1, 1),
+        (8192, 16, 1, 1),
+        (16384, 16, 1, 1),
         (4096, 8, 4, 1),
-        (4096, 8, 4, 3),
-        (4096, 8, 8, 3),
-        (4096, 16, 4, 3),
-        (8192, 16, 4, 3),
+        (2048, 4, 4, 1),
     ):
         chunks, span = split_geometry(cols + pad, block * span, block)
         name = f"{block}x{span}w{warps}s{stages}"
         plan = RowPlan("split", block, warps, chunks=chunks, span=span, stages=stages)
         plans[f"split-{name}"] = plan
-        if span > 1 or stages > 1:
-            plans[f"reduce-only-{name}"] = reduce_only(plan)
+        plans[f"reduce-only-{name}"] = reduce_only(plan)
         plans[f"one-launch-{name}"] = RowPlan("split", block, warps, chunks=chunks, span=span, stages=stages,
                                               one_launch=True)  # fmt: skip
     return plans

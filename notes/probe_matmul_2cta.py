@@ -76,6 +76,7 @@ def main() -> None:
         fns: dict = {
             "cublas-mm": lambda a=a, b=b: torch.mm(a, b),
             "addmm+gelu": lambda a=a, b=b, bias=bias: F.gelu(torch.addmm(bias, a, b), approximate="tanh"),
+            "cublaslt-gelu:bias_gelu": lambda a=a, b=b, bias=bias: torch._addmm_activation(bias, a, b, use_gelu=True),
         }
         for name, variant, cfg, per_sm in CONFIGS:
             plain = call(variant, cfg, per_sm)
