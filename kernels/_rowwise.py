@@ -16,8 +16,9 @@ compiles to the same code as before it existed.
   chunks by one program (``looped``: a statistics pass, then a second read, ideally from
   L2, to write), or cut into chunks spread over several programs (``split``: one launch
   writes per-chunk statistics, a second merges them and writes; or both passes in one
-  cooperative launch whose programs meet at a grid barrier, which the eager path of a
-  policy with ``one_launch_row_bytes`` takes on narrow rows, for the host's sake).
+  launch whose programs take reduce and then apply items in order from one counter, each
+  apply waiting only for its own row, which the eager path of a policy with
+  ``one_launch_row_bytes`` takes on narrow rows).
   Splitting pays when rows are too few to give every SM a program.  A reduction *down* the rows (a column sum, which
   RMSNorm's weight gradient needs) has its own plan (:func:`plan_columns`, :func:`column_sum`).
 * **Row geometry** (:func:`row_layout`, :func:`row_window`, :func:`window_masks`).  Triton
@@ -254,30 +255,6 @@ def edge_offsets(lead, WIDTH: tl.constexpr, VEC: tl.constexpr):
     group = (k // VEC) * VEC - lead
     partial = (pos >= 0) & (pos < WIDTH) & ((group < 0) | (group + VEC > WIDTH))
     return k, partial & ((e < VEC) | (tail > 0))
-
-
-@triton.jit
-def grid_barrier(sync_ptr, n_programs):
-    """Wait until all ``n_programs`` programs of the launch have arrived (a cooperative
-    launch: all of them are resident at once, or the launch is refused).
-
-    ``sync[0]`` counts arrivals and goes back to 0 when the barrier opens; ``sync[1]`` counts
-    openings.  A program reads the opening count before it arrives, so it waits for the next
-    one: the buffer needs zeroing once, never between launches (a launch runs after the one
-    before it on its stream has finished).  The CTA barrier orders every thread's stores before
-    the arriving atomic's release; the acquire orders the loads that follow after the last
-    program's release."""
-    tl.debug_barrier()
-    opened = tl.atomic_add(sync_ptr + 1, 0, sem="acquire")
-    arrived = tl.atomic_add(sync_ptr, 1, sem="acq_rel")
-    if arrived == n_programs - 1:
-        tl.atomic_xchg(sync_ptr, 0, sem="relaxed")
-        tl.atomic_add(sync_ptr + 1, 1, sem="release")
-    else:
-        now = tl.atomic_add(sync_ptr + 1, 0, sem="acquire")
-        while now == opened:
-            now = tl.atomic_add(sync_ptr + 1, 0, sem="acquire")
-    tl.debug_barrier()
 
 
 @triton.jit
@@ -858,33 +835,50 @@ def row_split_one_launch_kernel(
     WIDTH: tl.constexpr, BLOCK: tl.constexpr, LANES: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
     ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
     ACCUMULATE: tl.constexpr, COMBINE: tl.constexpr, APPLY: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr,
-    PHASE: tl.constexpr, EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
+    EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
 ):  # fmt: skip
-    # The split in one cooperative launch: as many programs as the GPU holds at once walk the
-    # (row, chunk) chunks, reduce every one of theirs, meet at one grid barrier, and apply,
-    # walking their chunks backwards so that the first they read again are the ones they read
-    # last (most likely still in L2).  No second launch, no ramp down and up between the
-    # passes, and one launch's host cost.  PHASE 1 or 2: only that pass, no barrier (the
-    # interpreter, which runs programs one after another, launches the two in turn).
-    pid = tl.program_id(0)
-    n_programs = tl.num_programs(0)
-    n_items = n_rows * CHUNKS
-    if PHASE != 2:
-        for item in tl.range(pid, n_items, n_programs):
-            _reduce_chunk(a_ptr, b_ptr, c_ptr, w_ptr, stats_ptr, tl.cast(item, tl.int64),
+    # The split in one launch, its work handed out in order from one counter: tickets
+    # [0, n) are the (row, chunk) reduce items, [n, 2n) the apply items, row by row.  A
+    # program takes a ticket, does the item, takes the next.  An apply item waits only for
+    # its own row's reduce items (a counter per row), so the DRAM reads of the last rows'
+    # reduce overlap the first rows' apply (its reads from L2 and its DRAM writes): no grid
+    # barrier and no launch boundary draining the GPU between the passes.  It cannot
+    # deadlock at any grid size: every reduce ticket is handed out before any apply ticket,
+    # to a program that is running and never waits during a reduce item, so a waiting apply
+    # item waits only on work in progress.  The next ticket is fetched while the current
+    # item runs (its atomic's round trip hidden).
+    #
+    # sync: [tickets, programs out, ready[0 .. n_rows)], all zero at launch.  The last
+    # program out puts them back to zero for the next launch on the stream (a CUDA graph's
+    # replays too), so the scratch needs zeroing once, when allocated.
+    n_items = (n_rows * CHUNKS).to(tl.int32)  # the launcher keeps 2 n below 2^31
+    ready = sync_ptr + 2
+    ticket = tl.atomic_add(sync_ptr, 1, sem="relaxed")
+    while ticket < 2 * n_items:
+        following = tl.atomic_add(sync_ptr, 1, sem="relaxed")
+        if ticket < n_items:
+            _reduce_chunk(a_ptr, b_ptr, c_ptr, w_ptr, stats_ptr, ticket.to(tl.int64),
                           n_rows, a_stride, b_stride, c_stride, out_stride, out2_stride,
                           WIDTH, BLOCK, LANES, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B, ACCUMULATE, COMBINE,
                           CHUNKS, SPAN, EXT, M_INIT, ARG)  # fmt: skip
-    if PHASE == 0:
-        grid_barrier(sync_ptr, n_programs)
-    if PHASE != 1:
-        mine = (n_items - 1 - pid) // n_programs  # this program's last chunk is pid + mine * n_programs
-        for j in tl.range(0, mine + 1):
-            _apply_chunk(a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, rstat_ptr, stats_ptr,
-                         tl.cast(pid + (mine - j) * n_programs, tl.int64),
+            tl.debug_barrier()  # the statistics' stores, every thread's, before the release
+            tl.atomic_add(ready + ticket // CHUNKS, 1, sem="release")
+        else:
+            item = ticket - n_items
+            seen = tl.atomic_add(ready + item // CHUNKS, 0, sem="acquire")
+            while seen < CHUNKS:
+                seen = tl.atomic_add(ready + item // CHUNKS, 0, sem="acquire")
+            _apply_chunk(a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, rstat_ptr, stats_ptr, item.to(tl.int64),
                          n_rows, a_stride, b_stride, c_stride, out_stride, out2_stride,
                          WIDTH, BLOCK, LANES, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B, COMBINE, APPLY, CHUNKS, SPAN,
                          EXT, FINISH, M_INIT, ARG, False)  # fmt: skip
+        ticket = following
+    tl.debug_barrier()
+    if tl.atomic_add(sync_ptr + 1, 1, sem="acq_rel") == tl.num_programs(0) - 1:
+        for r in tl.range(0, n_rows, 1024):
+            at = r + tl.arange(0, 1024)
+            tl.store(ready + at, tl.zeros((1024,), tl.int32), mask=at < n_rows)
+        tl.store(sync_ptr + tl.arange(0, 2), tl.zeros((2,), tl.int32))
 
 
 # =============================================================================== launching
@@ -1067,14 +1061,9 @@ def _steps(
     # Lane tiles (lane_offsets): one 16-byte vector per thread across the block's width.
     lanes = (width, plan.block, min(plan.block, plan.num_warps * 32 * vec), *shape[2:])
     if plan.one_launch:
-        # The interpreter runs programs one after another: a barrier would wait forever, so it
-        # runs the two passes as two launches of the same kernel.
         roles = (*ROW_ROLES, "stats", "sync")
-        return [
-            _Step(_ONE_LAUNCH_L, (*lanes, op.accumulate, op.combine, op.apply, plan.chunks, plan.span, phase, *tail),
-                  roles, 1, plan.chunks, coop=True)
-            for phase in ((1, 2) if INTERPRETER else (0,))
-        ]  # fmt: skip
+        consts = (*lanes, op.accumulate, op.combine, op.apply, plan.chunks, plan.span, *tail)
+        return [_Step(_ONE_LAUNCH_L, consts, roles, 1, plan.chunks, coop=True)]
     if plan.kind == "looped":
         consts = (*lanes, op.accumulate, op.combine, op.apply, plan.stages, plan.evict, *tail)
         return [_Step(_LOOPED_L, consts, ROW_ROLES)]
@@ -1093,7 +1082,7 @@ def _scratch(plan: RowPlan, n_rows: int, device: torch.device | int, acc64: bool
     dtype = torch.float64 if acc64 else torch.float32
     shape = (n_rows, plan.chunks, 2)  # by rows: a launch over a batch of rows takes its slice
     if plan.one_launch:
-        stats, sync = _one_launch_scratch(n_rows * plan.chunks * 2, device, dtype)
+        stats, sync = _one_launch_scratch(n_rows, plan.chunks, device, dtype)
         return {"stats": stats[: n_rows * plan.chunks * 2].view(shape), "sync": sync}
     return {"stats": torch.empty(shape, device=device, dtype=dtype)}
 
@@ -1119,26 +1108,35 @@ def _compile_ahead(
 
 # The one-launch split's scratch on each (device, stream, dtype), reused call after call: its
 # statistics (grown as needed; a launch runs after the one before it on its stream has
-# finished) and its barrier's two counters, zeroed once (the barrier leaves them as it found
-# them).  A CUDA-graph capture takes buffers of its own, which the graph keeps.
+# finished) and its counters (tickets, programs out, one per row), zeroed when allocated (the
+# kernel leaves them as it found them).  A CUDA-graph capture takes buffers of its own, which
+# the graph keeps.
 _ONE_LAUNCH_SCRATCH: dict[tuple[int, int, torch.dtype], tuple[torch.Tensor, torch.Tensor]] = {}
 
 
 def _one_launch_scratch(
-    n_stats: int, device: torch.device | int, dtype: torch.dtype
+    n_rows: int, chunks: int, device: torch.device | int, dtype: torch.dtype
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(statistics, counters) for a one-launch split over ``n_rows`` rows of ``chunks`` chunks.
+    Raises ValueError past 2^30 chunks in one launch (its tickets are 32-bit)."""
+    if n_rows * chunks >= 2**30:
+        raise ValueError(f"the one-launch split takes fewer than 2^30 chunks a launch, not {n_rows} x {chunks}")
+    n_stats, n_sync = n_rows * chunks * 2, 2 + n_rows
     if isinstance(device, int):
         index = device
     else:
         device = torch.device(device)
         index = (device.index if device.index is not None else current_device()) if device.type == "cuda" else -1
     if index < 0 or capturing():
-        return torch.empty(n_stats, device=device, dtype=dtype), torch.zeros(2, device=device, dtype=torch.int32)
+        return (torch.empty(n_stats, device=device, dtype=dtype),
+                torch.zeros(n_sync, device=device, dtype=torch.int32))  # fmt: skip
     key = (index, current_stream(index), dtype)
     found = _ONE_LAUNCH_SCRATCH.get(key)
-    if found is None or found[0].numel() < n_stats:
-        sync = found[1] if found is not None else torch.zeros(2, device=index, dtype=torch.int32)
-        found = _ONE_LAUNCH_SCRATCH[key] = (torch.empty(max(n_stats, 4096), device=index, dtype=dtype), sync)
+    if found is None or found[0].numel() < n_stats or found[1].numel() < n_sync:
+        found = _ONE_LAUNCH_SCRATCH[key] = (
+            torch.empty(max(n_stats, 4096), device=index, dtype=dtype),
+            torch.zeros(max(n_sync, 1024), device=index, dtype=torch.int32),
+        )
     return found
 
 
@@ -1311,7 +1309,7 @@ class _Prepared:
         """The one-launch split of a call without extras: the stream's cached scratch and one
         cooperative launch (checked against the general path by tests/test_launch_paths.py)."""
         (launch, function, metadata, coop, pdl), consts, resident, chunks, dtype = self.one  # type: ignore[misc]
-        stats, sync = _one_launch_scratch(n_rows * chunks * 2, self.index, dtype)
+        stats, sync = _one_launch_scratch(n_rows, chunks, self.index, dtype)
         launch(min(n_rows * chunks, resident), 1, 1, current_stream(self.index), function, coop, pdl,
                None, None, metadata, None, None, None,
                pa, pb, pa, pa, po, po, po, stats.data_ptr(), sync.data_ptr(), n_rows, sa, sb, sa, so, so,

@@ -98,7 +98,6 @@ def main() -> None:
                     "APPLY": op.apply,
                     "CHUNKS": 13,
                     "SPAN": 1,
-                    "PHASE": 0,
                     **tail,
                 },
                 8,

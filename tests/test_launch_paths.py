@@ -77,11 +77,11 @@ def test_split_fast_path_launches_what_the_general_path_launches(monkeypatch, ba
 @pytest.mark.parametrize(("width", "stride", "align"), [(50257, 50264, rw.ALIGN_WINDOW), (65536, 65536, rw.ALIGN_ROWS)])
 def test_one_launch_fast_path_launches_what_the_general_path_launches(monkeypatch, width, stride, align) -> None:
     monkeypatch.setattr(rw, "current_stream", lambda index: 12345)
-    monkeypatch.setattr(rw, "INTERPRETER", False)  # one cooperative launch, both passes (PHASE 0)
+    monkeypatch.setattr(rw, "INTERPRETER", False)
     rows, resident = 3, 5
     plan = dataclasses.replace(plan_rows(rows, width, 2, 132, POLICY, "split", 7 if align else 0), one_launch=True)
     steps = rw._steps(FORWARD, plan, width, 8, align, torch.bfloat16, torch.bfloat16)
-    assert len(steps) == 1 and steps[0].coop and steps[0].consts[14] == 0  # PHASE
+    assert len(steps) == 1 and steps[0].coop
     prepared = rw._Prepared(plan, steps, "cpu", False)
     launch = Recorder("one")
     prepared.bound, prepared.resident = [(launch, "function0", "metadata0", 1, 0)], [resident]
