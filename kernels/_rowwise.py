@@ -18,7 +18,7 @@ compiles to the same code as before it existed.
   writes per-chunk statistics, a second merges them and writes; or both passes in one
   launch whose programs take reduce and then apply items in order from one counter, each
   apply waiting only for its own row, which the eager path of a policy with
-  ``one_launch_row_bytes`` takes on narrow rows).
+  ``one_launch_bytes`` takes on small calls).
   Splitting pays when rows are too few to give every SM a program.  A reduction *down* the rows (a column sum, which
   RMSNorm's weight gradient needs) has its own plan (:func:`plan_columns`, :func:`column_sum`).
 * **Row geometry** (:func:`row_layout`, :func:`row_window`, :func:`window_masks`).  Triton
@@ -1428,9 +1428,9 @@ class RowCall:
         else:
             b_dtype, pb, sb = b.dtype, b.data_ptr(), b.stride(0)
         few = n_rows < th[0]
-        # Eager calls of the split plan at rows up to one_launch_row_bytes take one launch;
+        # Eager calls of the split plan reading up to one_launch_bytes take one launch;
         # a capture keeps the two (only then is the capture state asked: it costs the host).
-        one = bool(few and force is None and width * a.element_size() <= self.policy.one_launch_row_bytes
+        one = bool(few and force is None and n_rows * width * a.element_size() <= self.policy.one_launch_bytes
                    and not capturing())  # fmt: skip
         key: tuple[Any, ...] = (
             width, a.dtype, b_dtype, out.dtype, index, force, few, n_rows >= th[1], n_rows <= 1,

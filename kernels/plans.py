@@ -33,8 +33,8 @@ class RowPlan:
     blocks each of them walks (``split`` plan; a chunk is ``block * span`` elements).
     ``stages``: software-pipelining depth of the chunk loops.  ``evict``: ask L2 to keep a
     row's first read for its second (``looped``).  ``one_launch``: the split's two passes in
-    one cooperative launch, its programs (as many as the GPU holds at once) meeting at a grid
-    barrier between them.
+    one launch (as many programs as the GPU holds at once), taking reduce and then apply items
+    in order from one counter, each apply waiting for its own row's reduce items.
     """
 
     kind: PlanKind
@@ -91,11 +91,11 @@ class RowPolicy:
     the row.  Longer steps mean fewer passes of the loop's fixed costs, but a width just past
     a step (32769) would walk almost a whole empty step.
     ``looped_warps`` (0: ``warps_for`` the step) and ``looped_stages``: the looped plan's warps
-    and software-pipelining depth.  ``one_launch_row_bytes``: an eager call (no CUDA-graph
-    capture) whose split plan reads rows of at most this many bytes takes the one-launch split
+    and software-pipelining depth.  ``one_launch_bytes``: an eager call (no CUDA-graph
+    capture) whose split plan reads at most this many bytes of input takes the one-launch split
     instead (``RowPlan.one_launch``): one launch costs the host less than two, where the host,
-    not the GPU, sets the pace of a loop of calls (not part of :func:`plan_rows`, which chooses
-    for device time).
+    not the GPU, sets the pace of a loop of calls; past it the one launch's longer device time
+    would set the pace instead (not part of :func:`plan_rows`, which chooses for device time).
     """
 
     max_block_bytes: int = 16 * 1024
@@ -113,7 +113,7 @@ class RowPolicy:
     max_chunk: int = 32768
     looped_warps: int = 0
     looped_stages: int = 1
-    one_launch_row_bytes: int = 0
+    one_launch_bytes: int = 0
 
 
 def warps_for(block_elems: int) -> int:
@@ -226,10 +226,14 @@ def plan_columns(n_rows: int, width: int, sm_count: int, block_cols: int = 256) 
 # 4096 ... 32768 elements that pads the row by at most 30% (8192 x 32768: 16384-element
 # steps; 4096 x 50257: 8192), or split into 2048-element chunks while there are fewer rows
 # than half the SMs.
-# Eager calls of the split plan on rows up to 256 KB take the one-launch split: on the H200
+# Eager calls of the split plan reading up to 8 MB take the one-launch split: on the H200
 # (notes/probe_l2.py, 2026-12-02) it cost the host 19.1-19.6 µs a call against 26.9-28.2 for
-# the two launches (4 x 32769, 64 x 131072 bf16; torch.softmax 11.0), while its device time
-# (6.7 and 18.3-25.4 µs against 3.9 and 14.8) stays below that host cost.
+# the two launches (4 x 32769, 64 x 131072 bf16; torch.softmax 11.0).  Its device time is
+# about twice the two launches' (4 x 32769: 6.2-7.1 µs against 3.7; 64 x 131072: 18-26 against
+# 13.3-14.5, notes/2026-12-02-probe-split-queue-8cdc8c2.log), below that host cost only on
+# small calls: at 64 x 131072 (16.8 MB) eager calls took 26.6-27.6 µs with it (run
+# softmax-20261202T160526Z-8cdc8c2-quick) against 21.6 with two launches (run
+# softmax-20261201T072307Z-ebbf780).
 SOFTMAX_POLICY = RowPolicy(
     max_block_bytes=32 * 1024,
     chunk=4096,
@@ -237,12 +241,12 @@ SOFTMAX_POLICY = RowPolicy(
     split_chunk=2048,
     narrow_split_chunk=2048,
     split_rows_per_sm=0.5,
-    one_launch_row_bytes=256 * 1024,
+    one_launch_bytes=8 << 20,
 )
 # The backward holds y and dy but does no exp: whole rows of up to 64 KB stay in registers
 # faster than looping re-reads them (H200, 8192 x 32768 bf16: 389 µs as one block against
 # 527 µs looped in 8192 chunks; notes/2026-11-29-tune-plans-2545267.log).
-SOFTMAX_BACKWARD_POLICY = RowPolicy(max_block_bytes=64 * 1024, chunk=16384, one_launch_row_bytes=256 * 1024)
+SOFTMAX_BACKWARD_POLICY = RowPolicy(max_block_bytes=64 * 1024, chunk=16384, one_launch_bytes=8 << 20)
 
 # Cross-entropy's policies: softmax's geometry (one max-sum pass, then, for the step, a write
 # of every element) with the looped plan's own steps, from notes/probe_ce_plans.py at 2150860
@@ -259,15 +263,15 @@ SOFTMAX_BACKWARD_POLICY = RowPolicy(max_block_bytes=64 * 1024, chunk=16384, one_
 # elements more a row) and softmax's 8192 step walks fewer of them.  Not yet explained;
 # the next probe times the step at 50257 through the autograd path the study uses.
 CROSS_ENTROPY_LOSS_POLICY = replace(
-    SOFTMAX_POLICY, chunk=4096, chunk_waste=-1.0, looped_warps=4, looped_stages=2, one_launch_row_bytes=0
+    SOFTMAX_POLICY, chunk=4096, chunk_waste=-1.0, looped_warps=4, looped_stages=2, one_launch_bytes=0
 )
-CROSS_ENTROPY_POLICY = replace(SOFTMAX_POLICY, chunk=4096, chunk_waste=-1.0, looped_warps=8, one_launch_row_bytes=0)
+CROSS_ENTROPY_POLICY = replace(SOFTMAX_POLICY, chunk=4096, chunk_waste=-1.0, looped_warps=8, one_launch_bytes=0)
 
 # RMSNorm's policies: softmax's thresholds to start from (the same row geometry, a cheaper
 # statistic), until the row-plan grid is run for RMSNorm and fitted on its own (issue 8).
 # The forward holds x and the residual, so whole rows stay in registers up to 32 KB of x;
 # the backward holds h, dy and the residual's gradient, and keeps whole rows to 32 KB too.
-RMSNORM_POLICY = replace(SOFTMAX_POLICY, one_launch_row_bytes=0)  # the one-launch split: not yet timed for it
+RMSNORM_POLICY = replace(SOFTMAX_POLICY, one_launch_bytes=0)  # the one-launch split: not yet timed for it
 RMSNORM_BACKWARD_POLICY = RowPolicy(max_block_bytes=32 * 1024, chunk=8192)
 # Row sum: one read, no second pass, so rows stay whole up to 32 KB and wider ones loop in
 # 8192-element blocks (a single pass keeps the looped plan at the minimum traffic).

@@ -269,8 +269,8 @@ def softmax(
         plan: ``None`` lets the planner choose; ``"block"`` (whole rows in registers),
             ``"looped"`` (one program walks a row twice) or ``"split"`` (a row's chunks over
             many programs, two launches) forces one.  The planner's split, on an eager call
-            (no CUDA-graph capture) with rows of at most 256 KB, runs as one cooperative
-            launch instead: a few µs less host time per call, a few µs more device time
+            (no CUDA-graph capture) reading at most 8 MB, runs as one launch instead: a few
+            µs less host time per call, a few µs more device time
             (``kernels.plans.SOFTMAX_POLICY`` has the measurements).
 
     Returns: a new tensor of ``x``'s shape with dtype ``dtype`` or ``x.dtype``.  Statistics

@@ -152,7 +152,7 @@ def split_plans(rows: int, cols: int) -> dict:
 
 def host(rows: int, cols: int) -> None:
     """Host µs per eager forward call (no waiting) under the two-launch and one-launch split
-    (at 0a038a5 through a policy field since renamed; now ``one_launch_row_bytes``)."""
+    (at 0a038a5 through a policy field since renamed; now ``one_launch_bytes``)."""
     from dataclasses import replace
 
     from bench.studies.dispatch import host_loop_us
@@ -162,7 +162,7 @@ def host(rows: int, cols: int) -> None:
     x = torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16)
     y = torch.empty_like(x)
     out = {"shape": f"{rows}x{cols}"}
-    for name, policy in (("two", POLICY), ("one", replace(POLICY, one_launch_row_bytes=1 << 40))):
+    for name, policy in (("two", POLICY), ("one", replace(POLICY, one_launch_bytes=1 << 40))):
         call = RowCall(FORWARD, policy)
         call(x, None, y)
         torch.cuda.synchronize()

@@ -8,7 +8,7 @@ planner's own choice (variant ``planner``).  From it:
   policy can choose: ``block``, ``looped-<chunk>`` and ``split-<chunk>`` (the two-launch
   split).  The one-launch split (``split-4096-1launch``) is timed but the planner, which
   chooses for device time, never picks it (only the eager path does, for the host's sake:
-  ``RowPolicy.one_launch_row_bytes``), so it is kept out of the best plan and reported on
+  ``RowPolicy.one_launch_bytes``), so it is kept out of the best plan and reported on
   its own;
 * a **policy** (:class:`kernels.plans.RowPolicy`) is evaluated with the same pure-Python
   planner the kernels use, ``plan_rows(rows, width, 2, sm_count, policy, None, pad)``
