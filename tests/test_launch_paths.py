@@ -269,3 +269,30 @@ def test_resident_programs_counts_like_the_occupancy_calculator(
     monkeypatch.setattr(_launch.torch.cuda, "get_device_properties", lambda index: props)
     compiled = SimpleNamespace(n_regs=regs, metadata=SimpleNamespace(shared=shared), _init_handles=lambda: None)
     assert _launch.resident_programs(compiled, warps, 0) == expected * 132
+
+
+@pytest.mark.parametrize(("shape", "one"), [((4, 32769), True), ((32, 65536), True), ((64, 131072), False)])
+def test_eager_split_takes_one_launch_only_on_small_calls(monkeypatch, shape, one) -> None:
+    # One launch costs the host less, but its device time is about twice the two launches':
+    # eager calls take it up to the policy's one_launch_bytes of input (8 MB), not beyond.
+    monkeypatch.setattr(rw, "INTERPRETER", False)
+    monkeypatch.setattr(rw, "current_device", lambda: 0)
+    monkeypatch.setattr(rw, "sm_count", lambda device: 132)
+    monkeypatch.setattr(rw, "capturing", lambda: False)
+    ahead = []
+    monkeypatch.setattr(rw, "_compile_ahead", lambda *args: ahead.append(args[1]))
+    a = _gpu0(torch.empty(shape, dtype=torch.bfloat16))
+    out = _gpu0(torch.empty(shape, dtype=torch.bfloat16))
+    call = rw.RowCall(FORWARD, POLICY)
+    found = call._lookup(a, None, out, None, rw.RowExtras())
+    assert found is not None
+    plan = found[0].plan
+    assert plan.kind == "split" and plan.one_launch is one
+    assert (shape[0] * shape[1] * 2 <= POLICY.one_launch_bytes) is one
+    # the two-launch kernels a later capture needs are compiled ahead of a one-launch call
+    assert [p.one_launch for p in ahead] == ([False] if one else [])
+
+
+def test_one_launch_scratch_refuses_tickets_past_32_bits() -> None:
+    with pytest.raises(ValueError, match="2\\^30 chunks"):
+        rw._one_launch_scratch(2**16, 2**14, "cpu", torch.float32)

@@ -56,9 +56,9 @@ SMALL_PLANS = [
     # The row's last whole block (300 // 32 = 9) is the second of its chunk's four: the
     # per-block full/masked choice inside a chunk, not only at its start.
     RowPlan("split", block=32, num_warps=1, chunks=3, span=4),
-    # The one-launch split: under the interpreter its two passes run as two launches of five
-    # programs (kernels._launch.FastKernel.resident), each walking many chunks, the apply
-    # pass backwards.
+    # The one-launch split: under the interpreter five programs (kernels._launch.FastKernel.
+    # resident) run one after another, so the first takes every ticket (each chunk's reduce,
+    # then each chunk's apply, whose wait finds its row done) and the rest find none left.
     RowPlan("split", block=32, num_warps=1, chunks=11, one_launch=True),
     RowPlan("split", block=32, num_warps=1, chunks=3, span=4, one_launch=True),
     RowPlan("block", block=512, num_warps=4, rows_per_program=4),
@@ -436,3 +436,25 @@ def test_meta_tensors_and_fake_mode_take_the_registered_op() -> None:
 
 def test_launch_cache_is_not_used_by_the_interpreter() -> None:
     assert _launch.INTERPRETER
+
+
+def test_one_launch_split_leaves_its_counters_at_zero(monkeypatch) -> None:
+    # The stream's cached counters are never zeroed again: the last program out must put the
+    # tickets, the programs-out count and every row's ready count back to 0.
+    from kernels import _rowwise
+
+    real, seen = _rowwise._one_launch_scratch, []
+
+    def scratch(n_rows, chunks, device, dtype):  # type: ignore[no-untyped-def]
+        stats, sync = real(n_rows, chunks, device, dtype)
+        seen.append(sync)
+        return stats, sync
+
+    monkeypatch.setattr(_rowwise, "_one_launch_scratch", scratch)
+    x = randn((6, 300), torch.float32, "counters")
+    for plan in (RowPlan("split", block=32, num_warps=1, chunks=10, one_launch=True),
+                 RowPlan("split", block=32, num_warps=1, chunks=3, span=4, one_launch=True)):  # fmt: skip
+        y = torch.full_like(x, float("nan"))
+        forward_rows(x, y, plan)
+        assert_close(y, reference(x), torch.float32)
+        assert seen and seen[-1].numel() == 2 + 6 and not seen[-1].any(), seen[-1]
