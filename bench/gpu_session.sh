@@ -5,7 +5,7 @@
 #
 #   bash bench/gpu_session.sh tests,sweep-quick,grid COMMIT DIRTY(0|1)
 #
-# Stages: tests (pytest -m gpu: softmax, RMSNorm), tests-new (GEMM, cross-entropy, specialization), probe (notes/probe_resident.py), sweep / sweep-quick (softmax study),
+# Stages: tests (pytest -m gpu: softmax, RMSNorm), tests-new (GEMM, cross-entropy, specialization), probe (notes/probe_resident.py), sweep / sweep-quick (softmax study; LAB_SOFTMAX_ONLY=text runs only the case ids holding it),
 # rmsnorm / rmsnorm-quick, rowsum / rowsum-quick (row sum and vector add), grid / grid-quick (row-plan
 # grid: softmax's and RMSNorm's cells; grid-rmsnorm: RMSNorm's alone), dispatch / dispatch-quick,
 # specialization / specialization-quick (LAB_SPEC_S), linear_cross_entropy / -quick (LAB_LCE_S),
@@ -74,7 +74,7 @@ for s in "${list[@]}"; do
              ${LAB_TESTS_K:+-k "$LAB_TESTS_K"} tests/test_matmul_gpu.py tests/test_cross_entropy_gpu.py \
              tests/test_specialization.py 2>&1 | tee "$out/gpu-tests-new.log" | tail -25 ;;
     sweep-quick) bench 120 softmax --quick ;;
-    sweep) bench ${LAB_SWEEP_S:-330} softmax ;;
+    sweep) bench ${LAB_SWEEP_S:-330} softmax ${LAB_SOFTMAX_ONLY:+--only "$LAB_SOFTMAX_ONLY"} ;;
     rmsnorm-quick) bench 120 rmsnorm --quick ;;
     rmsnorm) bench ${LAB_RMSNORM_S:-300} rmsnorm ;;
     rowsum-quick) bench 90 rowsum_add --quick ;;

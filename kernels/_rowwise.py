@@ -19,7 +19,10 @@ compiles to the same code as before it existed.
   launch whose programs take reduce and then apply items in order from one counter, each
   apply waiting only for its own row, which the eager path of a policy with
   ``one_launch_bytes`` takes on small calls).
-  Splitting pays when rows are too few to give every SM a program.  A reduction *down* the rows (a column sum, which
+  Splitting pays when rows are too few to give every SM a program.  An operator may also
+  bring a ``staged`` kernel (``RowOp.staged``: softmax's forward, in Gluon) that holds a row
+  of up to ~110 KB in shared memory and reads it once; the planner takes it only where the
+  operator has one and the GPU runs it (:meth:`RowCall.plan`).  A reduction *down* the rows (a column sum, which
   RMSNorm's weight gradient needs) has its own plan (:func:`plan_columns`, :func:`column_sum`).
 * **Row geometry** (:func:`row_layout`, :func:`row_window`, :func:`window_masks`).  Triton
   issues a 16-byte load only where it can prove the address is 16-byte aligned *and* the
@@ -65,6 +68,7 @@ from kernels._launch import (
     resident_programs,
 )
 from kernels.plans import (
+    STAGED,
     VECTOR_BYTES,
     ColumnPlan,
     PlanKind,
@@ -78,6 +82,13 @@ from kernels.plans import (
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 MAX_GRID_X = 2**31 - 1  # CUDA's limit on grid axis 0; axes 1 and 2 stop at 65535, so only axis 0 is used
 ALIGN_NONE, ALIGN_ROWS, ALIGN_WINDOW = 0, 1, 2
+_STAGED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+@functools.cache
+def _capability(index: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(index)
+
 
 # =============================================================================== row views
 
@@ -905,7 +916,8 @@ class RowOp:
     running max, ``0`` for a sum).  ``has_out``: whether the op writes a row output at all
     (a row sum writes only the per-row ``rstat``).  ``args``: ``accumulate`` and ``apply``
     take ``ARG`` as a last argument too (cross-entropy's soft cap and label smoothing); ``ARG``
-    may then be a tuple of floats."""
+    may then be a tuple of floats.  ``staged``: the op's kernel for the ``staged`` plan (a
+    Gluon kernel with the row kernels' signature), or None where it has none."""
 
     name: str
     row: Any
@@ -918,6 +930,7 @@ class RowOp:
     m_init: float = float("-inf")
     has_out: bool = True
     args: bool = False
+    staged: Any = None
 
     @property
     def extended(self) -> bool:
@@ -1029,6 +1042,16 @@ _LOOPED_L = RowLauncher(row_looped_kernel)
 _SPLIT_REDUCE_L = RowLauncher(row_split_reduce_kernel)
 _SPLIT_APPLY_L = RowLauncher(row_split_apply_kernel)
 _ONE_LAUNCH_L = RowLauncher(row_split_one_launch_kernel)
+_STAGED_L: dict[Any, RowLauncher] = {}
+
+
+def _staged_launcher(kernel: Any) -> RowLauncher:
+    found = _STAGED_L.get(kernel)
+    if found is None:
+        found = _STAGED_L[kernel] = RowLauncher(kernel)
+    return found
+
+
 LAUNCHERS = (_BLOCK_L, _LOOPED_L, _SPLIT_REDUCE_L, _SPLIT_APPLY_L, _ONE_LAUNCH_L)
 
 
@@ -1064,6 +1087,11 @@ def _steps(
         roles = (*ROW_ROLES, "stats", "sync")
         consts = (*lanes, op.accumulate, op.combine, op.apply, plan.chunks, plan.span, *tail)
         return [_Step(_ONE_LAUNCH_L, consts, roles, 1, plan.chunks, coop=True)]
+    if plan.kind == STAGED:
+        if op.staged is None or ext or acc == tl.float64:
+            raise ValueError(f"{op.name}: no staged plan for this call")
+        consts = (width, plan.block, plan.chunks, vec, align, cast, plan.num_warps)
+        return [_Step(_staged_launcher(op.staged), consts, ROW_ROLES)]
     if plan.kind == "looped":
         consts = (*lanes, op.accumulate, op.combine, op.apply, plan.stages, plan.evict, *tail)
         return [_Step(_LOOPED_L, consts, ROW_ROLES)]
@@ -1333,6 +1361,7 @@ class RowCall:
 
     def __init__(self, op: RowOp, policy: RowPolicy) -> None:
         self.op, self.policy = op, policy
+        self._unstaged = replace(policy, staged_row_bytes=(0, 0))
         self._prepared: dict[tuple[Any, ...], _Prepared] = {}
         self._thresholds: dict[int, tuple[float, float, int]] = {}
         self._lane: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # see lane()
@@ -1396,7 +1425,28 @@ class RowCall:
         vec, align = row_layout(tensors)
         pad = vec - 1 if align == ALIGN_WINDOW else 0
         n_rows, width = a.shape
-        return plan_rows(n_rows, width, a.element_size(), sm_count(a.device), self.policy, force, pad), vec, align
+        staged = self._stages(a, b, out, extras, align)
+        if force == STAGED and not staged:
+            raise ValueError(
+                f"{self.op.name}: plan 'staged' needs an NVIDIA GPU of compute capability 9.x (it is a Gluon "
+                "kernel: no interpreter), 16- or 32-bit tensors whose rows share their 16-byte alignment, "
+                "and no extras"
+            )
+        policy = self.policy if staged else self._unstaged
+        return plan_rows(n_rows, width, a.element_size(), sm_count(a.device), policy, force, pad), vec, align
+
+    def _stages(
+        self, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, extras: RowExtras, align: int
+    ) -> bool:  # fmt: skip
+        # Whether this call may take the staged plan: the op has a staged kernel, which is
+        # Gluon (NVIDIA only, timed on sm_90, no interpreter), a one-input call without
+        # extras, 16/32-bit tensors, and rows that share their lead (the kernel reads x and
+        # writes y through one window).
+        return bool(
+            self.op.staged is not None and not INTERPRETER and a.is_cuda and b is None and extras is _NO_EXTRAS
+            and align != ALIGN_NONE and a.dtype in _STAGED_DTYPES and out.dtype in _STAGED_DTYPES
+            and _capability(a.get_device())[0] == 9
+        )  # fmt: skip
 
     def prepare(
         self, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, force: PlanKind | None = None,

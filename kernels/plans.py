@@ -10,8 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-PlanKind = Literal["block", "looped", "split"]
+PlanKind = Literal["block", "looped", "split", "staged"]
 PLAN_KINDS: tuple[PlanKind, ...] = ("block", "looped", "split")
+STAGED: PlanKind = "staged"  # a plan kind only operators with a staged kernel accept
+STAGED_CHUNK = 4096  # elements a staged chunk (cp.async group); 2048-8192 timed within 1%
+STAGED_WARPS = 8
+STAGED_MAX_BYTES = 224 * 1024  # of the 227 KB a program may hold, room left for the reductions' scratch
 MAX_SPLIT_CHUNKS = 1024  # per row: the merge loads a row's statistics as one vector
 VECTOR_BYTES = 16  # one 128-bit load or store per thread and step
 
@@ -32,7 +36,10 @@ class RowPlan:
     packed into one program (``block`` plan).  ``chunks``: programs per row, and ``span``:
     blocks each of them walks (``split`` plan; a chunk is ``block * span`` elements).
     ``stages``: software-pipelining depth of the chunk loops.  ``evict``: ask L2 to keep a
-    row's first read for its second (``looped``).  ``one_launch``: the split's two passes in
+    row's first read for its second (``looped``).  ``staged``: the whole row held in shared
+    memory, ``chunks`` chunks of ``block`` elements copied in at once, one read of the row
+    (an operator that has a staged kernel, on a GPU that runs it: :func:`plan_rows`).
+    ``one_launch``: the split's two passes in
     one launch (as many programs as the GPU holds at once), taking reduce and then apply items
     in order from one counter, each apply waiting for its own row's reduce items.
     """
@@ -67,6 +74,8 @@ class RowPlan:
             return f"block-{self.block}" + (f"-{self.rows_per_program}rows" if self.rows_per_program > 1 else "")
         if self.kind == "looped":
             return f"looped-{self.block}"
+        if self.kind == "staged":
+            return f"staged-{self.block}x{self.chunks}"
         span = f"x{self.span}" if self.span > 1 else ""
         return f"split-{self.block}{span}" + ("-1launch" if self.one_launch else "")
 
@@ -96,6 +105,10 @@ class RowPolicy:
     instead (``RowPlan.one_launch``): one launch costs the host less than two, where the host,
     not the GPU, sets the pace of a loop of calls; past it the one launch's longer device time
     would set the pace instead (not part of :func:`plan_rows`, which chooses for device time).
+    ``staged_row_bytes`` (low, high): rows whose staged footprint (whole ``STAGED_CHUNK``
+    chunks, window included) is above low and at most high bytes, too wide for a block and
+    many enough not to split, are held in shared memory (``staged``); (0, 0) never.  The
+    caller turns it off where the operator has no staged kernel or the GPU cannot run it.
     """
 
     max_block_bytes: int = 16 * 1024
@@ -114,6 +127,7 @@ class RowPolicy:
     looped_warps: int = 0
     looped_stages: int = 1
     one_launch_bytes: int = 0
+    staged_row_bytes: tuple[int, int] = (0, 0)
 
 
 def warps_for(block_elems: int) -> int:
@@ -166,8 +180,11 @@ def plan_rows(
     the alignment window may add in front of a row (``VEC - 1`` for misaligned rows, else 0).
 
     Raises ``ValueError`` for an unknown ``force``."""
-    if force is not None and force not in PLAN_KINDS:
-        raise ValueError(f"plan must be one of {PLAN_KINDS} or None, got {force!r}")
+    if force is not None and force not in (*PLAN_KINDS, STAGED):
+        raise ValueError(f"plan must be one of {(*PLAN_KINDS, STAGED)} or None, got {force!r}")
+    staged_chunks = cdiv(width + pad, STAGED_CHUNK)
+    staged_bytes = staged_chunks * STAGED_CHUNK * elem_bytes
+    low, high = policy.staged_row_bytes
     whole = next_power_of_2(max(width + pad, 1))
     kind: PlanKind
     if force is not None:
@@ -176,6 +193,8 @@ def plan_rows(
         kind = "block"
     elif n_rows < policy.split_rows_per_sm * sm_count:
         kind = "split"
+    elif low < staged_bytes <= high:
+        kind = STAGED
     else:
         kind = "looped"
 
@@ -183,6 +202,13 @@ def plan_rows(
         pack = n_rows >= policy.pack_min_rows_per_sm * sm_count
         rows_per_program = max(1, min(policy.max_rows_per_program, policy.pack_elems // whole)) if pack else 1
         return RowPlan("block", whole, warps_for(whole * rows_per_program), rows_per_program)
+    if kind == STAGED:
+        if staged_bytes > STAGED_MAX_BYTES:
+            raise ValueError(
+                f"plan 'staged': a row of {width} elements of {elem_bytes} bytes takes {staged_bytes} bytes of "
+                f"shared memory, more than the {STAGED_MAX_BYTES} a program may hold"
+            )
+        return RowPlan(STAGED, STAGED_CHUNK, STAGED_WARPS, chunks=staged_chunks)
     if kind == "looped":
         block = min(looped_chunk(width + pad, whole, policy), whole)
         return RowPlan("looped", block, policy.looped_warps or warps_for(block), stages=policy.looped_stages)
@@ -234,6 +260,13 @@ def plan_columns(n_rows: int, width: int, sm_count: int, block_cols: int = 256) 
 # small calls: at 64 x 131072 (16.8 MB) eager calls took 26.6-27.6 µs with it (run
 # softmax-20261202T160526Z-8cdc8c2-quick) against 21.6 with two launches (run
 # softmax-20261201T072307Z-ebbf780).
+# Rows of more than 64 KB and up to 110 KB staged (two programs an SM in 227 KB of shared
+# memory): the H200, bf16, cold L2 (notes/probe_gluon_staged.py, 2026-12-02,
+# notes/2026-12-02-probe-gluon-staged-7889eca.log) timed 4096 x 50257 at 226.7-229.8 µs staged
+# (84.6-85.5% of copy) against 297 for the looped plan in the same process, 1000 x 50257 at
+# 57.4-57.8 against 72.0, and 4096 x 32000 at 130.7-131.6 against 182.3; but 8192 x 32768 (64
+# KB rows, where the looped plan's second read stays in L2) at 291.0-293.7 against 283.5, so
+# rows of 64 KB and less keep the looped plan.  The row-plan grid's runs predate the plan.
 SOFTMAX_POLICY = RowPolicy(
     max_block_bytes=32 * 1024,
     chunk=4096,
@@ -242,6 +275,7 @@ SOFTMAX_POLICY = RowPolicy(
     narrow_split_chunk=2048,
     split_rows_per_sm=0.5,
     one_launch_bytes=8 << 20,
+    staged_row_bytes=(64 * 1024, 110 * 1024),
 )
 # The backward holds y and dy but does no exp: whole rows of up to 64 KB stay in registers
 # faster than looping re-reads them (H200, 8192 x 32768 bf16: 389 µs as one block against
@@ -263,15 +297,24 @@ SOFTMAX_BACKWARD_POLICY = RowPolicy(max_block_bytes=64 * 1024, chunk=16384, one_
 # elements more a row) and softmax's 8192 step walks fewer of them.  Not yet explained;
 # the next probe times the step at 50257 through the autograd path the study uses.
 CROSS_ENTROPY_LOSS_POLICY = replace(
-    SOFTMAX_POLICY, chunk=4096, chunk_waste=-1.0, looped_warps=4, looped_stages=2, one_launch_bytes=0
+    SOFTMAX_POLICY,
+    chunk=4096,
+    chunk_waste=-1.0,
+    looped_warps=4,
+    looped_stages=2,
+    one_launch_bytes=0,
+    staged_row_bytes=(0, 0),
 )
-CROSS_ENTROPY_POLICY = replace(SOFTMAX_POLICY, chunk=4096, chunk_waste=-1.0, looped_warps=8, one_launch_bytes=0)
+CROSS_ENTROPY_POLICY = replace(
+    SOFTMAX_POLICY, chunk=4096, chunk_waste=-1.0, looped_warps=8, one_launch_bytes=0, staged_row_bytes=(0, 0)
+)
 
 # RMSNorm's policies: softmax's thresholds to start from (the same row geometry, a cheaper
 # statistic), until the row-plan grid is run for RMSNorm and fitted on its own (issue 8).
 # The forward holds x and the residual, so whole rows stay in registers up to 32 KB of x;
 # the backward holds h, dy and the residual's gradient, and keeps whole rows to 32 KB too.
-RMSNORM_POLICY = replace(SOFTMAX_POLICY, one_launch_bytes=0)  # the one-launch split: not yet timed for it
+# The one-launch split and the staged plan: not yet timed for it (no staged kernel).
+RMSNORM_POLICY = replace(SOFTMAX_POLICY, one_launch_bytes=0, staged_row_bytes=(0, 0))
 RMSNORM_BACKWARD_POLICY = RowPolicy(max_block_bytes=32 * 1024, chunk=8192)
 # Row sum: one read, no second pass, so rows stay whole up to 32 KB and wider ones loop in
 # 8192-element blocks (a single pass keeps the looped plan at the minimum traffic).

@@ -16,6 +16,9 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy
 
 from kernels._checks import (
     ACCEPTED,
@@ -39,7 +42,7 @@ from kernels._rowwise import (
     run_rows,
     safe_shift,
 )
-from kernels.plans import SOFTMAX_BACKWARD_POLICY, SOFTMAX_POLICY, RowPlan
+from kernels.plans import PLAN_KINDS, SOFTMAX_BACKWARD_POLICY, SOFTMAX_POLICY, STAGED, RowPlan
 
 # =============================================================================== arithmetic
 # Tiles are [R, B]; statistics [R].  Forward: a = x, statistics (max, sum of exp(x - max)).
@@ -90,7 +93,97 @@ def _bwd_apply(a, b, m, s):
     return a * (b - s[:, None])
 
 
-FORWARD = RowOp("softmax", _fwd_row, _fwd_accumulate, _fwd_combine, _fwd_apply, a_fill=float("-inf"), has_b=False)
+# ------------------------------------------------------------------ the staged plan (Gluon)
+# A row of up to ~110 KB held in shared memory: every chunk is copied in at once (cp.async,
+# up to ~110 KB in flight a program, two programs an SM), then three passes over shared
+# memory take the max, the sum of exp and the outputs.  DRAM sees one read of x and one
+# write of y, where the looped plan reads x twice and finds only part of the second read in
+# L2.  Written in Gluon, Triton's dialect with explicit layouts and shared memory, which the
+# tensor language cannot allocate; it compiles for NVIDIA GPUs only (no interpreter).
+# Rows are read through the row base's 16-byte window (``lead`` elements of the row before
+# them, see kernels/_rowwise.py): whole 16-byte groups are copied and stored as vectors and
+# the at most two partial groups at a row's ends are stored element by element.
+
+
+@gluon.jit
+def _staged_exp(x):
+    # e^x as one ex2.approx.ftz (kernels/_rowwise.py: exp)
+    return gl.inline_asm_elementwise(
+        "ex2.approx.ftz.f32 $0, $1;", "=f,f", [x * 1.4426950408889634], dtype=gl.float32, is_pure=True, pack=1
+    )
+
+
+@gluon.jit(do_not_specialize=["n_rows", "a_stride", "b_stride", "c_stride", "out_stride", "out2_stride"])
+def staged_softmax_kernel(
+    a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, rstat_ptr,
+    n_rows: gl.int64, a_stride: gl.int64, b_stride: gl.int64, c_stride: gl.int64, out_stride: gl.int64,
+    out2_stride: gl.int64,
+    WIDTH: gl.constexpr, CHUNK: gl.constexpr, NCHUNK: gl.constexpr, VEC: gl.constexpr, ALIGN: gl.constexpr,
+    A_CAST: gl.constexpr, NUM_WARPS: gl.constexpr,
+):  # fmt: skip
+    # One row a program (the row base's signature; b, c, w, out2 and rstat are never read).
+    # x and y share their lead: the planner stages rows only where row_layout found one.
+    layout: gl.constexpr = gl.BlockedLayout([VEC], [32], [NUM_WARPS], [0])
+    edge_layout: gl.constexpr = gl.BlockedLayout([1], [32], [NUM_WARPS], [0])
+    smem = gl.allocate_shared_memory(a_ptr.dtype.element_ty, [NCHUNK, CHUNK], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+    row = gl.program_id(0).to(gl.int64)
+    start = row * a_stride
+    o_start = row * out_stride
+    if ALIGN == 2:
+        lead = (start % VEC).to(gl.int32)
+        base = gl.multiple_of(start - lead, VEC)
+        o_base = gl.multiple_of(o_start - lead, VEC)
+    else:  # rows on the 16-byte grid: no window
+        lead = 0
+        base = gl.multiple_of(start, VEC)
+        o_base = gl.multiple_of(o_start, VEC)
+    offs = gl.arange(0, CHUNK, layout=layout)
+    for c in gl.static_range(NCHUNK):
+        k = c * CHUNK + offs
+        group = (k // VEC) * VEC - lead
+        load = gl.max_constancy((group + VEC > 0) & (group < WIDTH), [VEC])
+        async_copy.async_copy_global_to_shared(smem.index(c), a_ptr + base + k, mask=load)
+        async_copy.commit_group()
+    m = gl.full([CHUNK], float("-inf"), gl.float32, layout)
+    for c in gl.static_range(NCHUNK):
+        async_copy.wait_group(NCHUNK - 1 - c)
+        gl.thread_barrier()
+        pos = c * CHUNK + offs - lead
+        x = smem.index(c).load(layout).to(A_CAST).to(gl.float32)
+        m = gl.maximum(m, gl.where((pos >= 0) & (pos < WIDTH), x, float("-inf")))
+    # safe_shift and inverse_or_zero (kernels/_rowwise.py): an all -inf row writes zeros; a
+    # NaN or +inf anywhere makes the sum, and so every output, NaN
+    mx = gl.max(m, axis=0)
+    shift = gl.where(mx == float("-inf"), 0.0, mx)
+    s = gl.zeros([CHUNK], gl.float32, layout)
+    for c in gl.static_range(NCHUNK):
+        pos = c * CHUNK + offs - lead
+        x = smem.index(c).load(layout).to(A_CAST).to(gl.float32)
+        s += gl.where((pos >= 0) & (pos < WIDTH), _staged_exp(x - shift), 0.0)
+    total = gl.sum(s, axis=0)
+    inv = gl.where(total == 0.0, 0.0, 1.0 / total)
+    for c in gl.static_range(NCHUNK):
+        k = c * CHUNK + offs
+        group = (k // VEC) * VEC - lead
+        whole = gl.max_constancy((group >= 0) & (group + VEC <= WIDTH), [VEC])
+        x = smem.index(c).load(layout).to(A_CAST).to(gl.float32)
+        y = _staged_exp(x - shift) * inv
+        gl.store(out_ptr + o_base + k, y.to(out_ptr.dtype.element_ty), mask=whole)
+    if ALIGN == 2 or WIDTH % VEC != 0:  # rows with partial 16-byte groups at their ends
+        e = gl.arange(0, 2 * VEC, layout=edge_layout)
+        tail = ((lead + WIDTH) // VEC) * VEC
+        k = gl.where(e < VEC, e, tail + e - VEC)
+        pos = k - lead
+        group = (k // VEC) * VEC - lead
+        partial = (pos >= 0) & (pos < WIDTH) & ((group < 0) | (group + VEC > WIDTH)) & ((e < VEC) | (tail > 0))
+        xe = gl.load(a_ptr + base + k, mask=partial, other=0.0).to(A_CAST).to(gl.float32)
+        gl.store(out_ptr + o_base + k, (_staged_exp(xe - shift) * inv).to(out_ptr.dtype.element_ty), mask=partial)
+
+
+FORWARD = RowOp(
+    "softmax", _fwd_row, _fwd_accumulate, _fwd_combine, _fwd_apply, a_fill=float("-inf"), has_b=False,
+    staged=staged_softmax_kernel,
+)  # fmt: skip
 BACKWARD = RowOp("softmax_backward", _bwd_row, _bwd_accumulate, _bwd_combine, _bwd_apply, a_fill=0.0, has_b=True)
 
 # =============================================================================== plans
@@ -163,6 +256,8 @@ def _backward(y: torch.Tensor, dy: torch.Tensor, plan: str | None, x_dtype: torc
         dy = dy.to(y.dtype)
     if dy.shape[-1] > 1 and dy.stride(-1) != 1:
         dy = dy.contiguous()  # e.g. the expanded gradient of y.sum()
+    if plan == STAGED:  # a forward-only plan: the backward's planner chooses
+        plan = None
     if x_dtype == y.dtype and y.is_contiguous():
         dx = torch.empty_like(y)  # the same layout, without parsing the keywords
     else:
@@ -239,7 +334,7 @@ def check_args(x: torch.Tensor, dim: int, dtype: torch.dtype | None, plan: str |
     """Validate :func:`softmax`'s arguments; returns the output dtype.  (A function of its
     own so that the dispatch study can time validation alone.)"""
     check_tensor("softmax", "x", x)
-    check_plan("softmax", plan)
+    check_plan("softmax", plan, (*PLAN_KINDS, STAGED))
     if dtype is None:
         check_float("softmax", "x", x, " (or pass dtype=)")
     elif dtype not in ACCEPTED:
@@ -267,8 +362,10 @@ def softmax(
         dtype: as in torch: ``x`` is cast to it before the operation, and the output has it
             (the cast happens in registers, not as a separate copy, for floating ``x``).
         plan: ``None`` lets the planner choose; ``"block"`` (whole rows in registers),
-            ``"looped"`` (one program walks a row twice) or ``"split"`` (a row's chunks over
-            many programs, two launches) forces one.  The planner's split, on an eager call
+            ``"looped"`` (one program walks a row twice), ``"split"`` (a row's chunks over
+            many programs, two launches) or ``"staged"`` (the forward only: the row held in
+            shared memory, one read; an NVIDIA GPU of compute capability 9.x, 16/32-bit
+            tensors, not under the interpreter) forces one.  The planner's split, on an eager call
             (no CUDA-graph capture) reading at most 8 MB, runs as one launch instead: a few
             µs less host time per call, a few µs more device time
             (``kernels.plans.SOFTMAX_POLICY`` has the measurements).

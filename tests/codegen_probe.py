@@ -178,5 +178,46 @@ def fused() -> None:
                 print(json.dumps({**row, "stages": stages, **report}), flush=True)
 
 
+def staged() -> None:
+    """Softmax's staged plan (a Gluon kernel): every chunk of the row copied into shared
+    memory with 16-byte cp.async, whole 16-byte groups stored as vectors, at widths with and
+    without the alignment window, in 16 and 32 bits."""
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from kernels.plans import STAGED_CHUNK, STAGED_WARPS
+    from kernels.softmax import staged_softmax_kernel
+
+    for width, align, dt in ((50257, rw.ALIGN_WINDOW, "bf16"), (50264, rw.ALIGN_ROWS, "bf16"),
+                             (50257, rw.ALIGN_WINDOW, "fp16"), (20000, rw.ALIGN_ROWS, "fp32"),
+                             (27001, rw.ALIGN_WINDOW, "fp32")):  # fmt: skip
+        vec = 4 if dt == "fp32" else 8
+        chunks = -(-(width + (vec - 1 if align == rw.ALIGN_WINDOW else 0)) // STAGED_CHUNK)
+        cast = {"bf16": tl.bfloat16, "fp16": tl.float16, "fp32": tl.float32}[dt]
+        consts = {"WIDTH": width, "CHUNK": STAGED_CHUNK, "NCHUNK": chunks, "VEC": vec, "ALIGN": align,
+                  "A_CAST": cast, "NUM_WARPS": STAGED_WARPS}  # fmt: skip
+        ptrs = {name: f"*{dt}" for name in ("a_ptr", "b_ptr", "c_ptr", "w_ptr", "out_ptr", "out2_ptr", "rstat_ptr")}
+        signature = {**ptrs, **INTS, **{k: "constexpr" for k in consts}}
+        attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(ptrs))}
+        kernel = triton.compile(
+            GluonASTSource(fn=staged_softmax_kernel, signature=signature, constexprs=consts, attrs=attrs),
+            target=GPUTarget("cuda", 90, 32),
+            options={"num_warps": STAGED_WARPS},
+        )
+        ptx = kernel.asm["ptx"]
+        scalar = "b32" if dt == "fp32" else "b16"
+        print(json.dumps({
+            "op": "softmax_staged", "width": width, "align": align, "plan": "staged", "dtype": dt, "chunks": chunks,
+            "vector_loads": len(re.findall(r"\bcp\.async\.cg\.shared\.global \[[^]]*\], \[[^]]*\], 0x10\b", ptx)),
+            "async_copies": len(re.findall(r"\bcp\.async\.c[ag]\.shared\.global", ptx)),
+            "vector_stores": len(re.findall(r"\bst\.global(?:\.\w+)*\.v4\.", ptx)),
+            "scalar_loads": len(re.findall(rf"\bld\.global\.{scalar}\b", ptx)),
+            "scalar_stores": len(re.findall(rf"\bst\.global\.{scalar}\b", ptx)),
+            "scalar_16bit_loads": len(re.findall(r"\bld\.global\.b16\b", ptx)),
+            "scalar_16bit_stores": len(re.findall(r"\bst\.global\.b16\b", ptx)),
+            "shared_bytes": kernel.metadata.shared,
+        }), flush=True)  # fmt: skip
+
+
 if __name__ == "__main__":
     main()
+    staged()

@@ -86,3 +86,19 @@ def test_lane_statistics_fold_without_a_shared_memory_transpose(reports) -> None
     assert len(rows) >= 30
     for r in rows:
         assert r["ldmatrix"] == 0, r
+
+
+def test_staged_rows_come_in_through_16_byte_async_copies(reports) -> None:
+    # Softmax's staged plan (a Gluon kernel): every chunk of the row copied into shared memory
+    # with 16-byte cp.async (two per thread and 4096-element chunk at 8 warps, 16-bit), the
+    # outputs stored as 16-byte vectors, and only the at most two partial groups of a
+    # windowed row element by element; small enough for two programs an SM (227 KB).
+    staged = [r for r in reports if r["plan"] == "staged"]
+    assert len(staged) == 5
+    for r in staged:
+        per_chunk = 2 if r["dtype"] != "fp32" else 4
+        assert r["vector_loads"] == r["async_copies"] == per_chunk * r["chunks"], r
+        assert r["vector_stores"] == per_chunk * r["chunks"], r
+        edges = 1 if r["align"] == 2 or r["width"] % (4 if r["dtype"] == "fp32" else 8) else 0
+        assert r["scalar_loads"] == r["scalar_stores"] == edges, r
+        assert r["shared_bytes"] <= 113 * 1024, r

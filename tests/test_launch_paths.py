@@ -296,3 +296,59 @@ def test_eager_split_takes_one_launch_only_on_small_calls(monkeypatch, shape, on
 def test_one_launch_scratch_refuses_tickets_past_32_bits() -> None:
     with pytest.raises(ValueError, match="2\\^30 chunks"):
         rw._one_launch_scratch(2**16, 2**14, "cpu", torch.float32)
+
+
+class _CudaLike(torch.Tensor):
+    """A CPU tensor that says it is a CUDA tensor on GPU 0 (for the planner's device checks)."""
+
+    def get_device(self) -> int:  # type: ignore[override]
+        return 0
+
+    @property
+    def is_cuda(self) -> bool:  # type: ignore[override]
+        return True
+
+
+def test_staged_plan_only_where_it_can_run(monkeypatch) -> None:
+    # The staged kernel is Gluon: an NVIDIA GPU of compute capability 9.x, no interpreter, a
+    # one-input call of 16/32-bit tensors whose rows share their alignment.
+    from kernels.softmax import BACKWARD as SOFTMAX_BACKWARD
+
+    monkeypatch.setattr(rw, "INTERPRETER", False)
+    monkeypatch.setattr(rw, "sm_count", lambda device: 132)
+    capability = [(9, 0)]
+    monkeypatch.setattr(rw, "_capability", lambda index: capability[0])
+
+    def cuda_like(shape, dtype=torch.bfloat16, width=None):  # type: ignore[no-untyped-def]
+        t = torch.empty(shape[0], width or shape[1], dtype=dtype)[:, : shape[1]]
+        return t.as_subclass(_CudaLike)
+
+    call = rw.RowCall(FORWARD, POLICY)
+    x, y = cuda_like((4096, 50257)), cuda_like((4096, 50257))
+    plan, vec, align = call.plan(x, None, y, None)
+    assert plan.kind == "staged" and (vec, align) == (8, rw.ALIGN_WINDOW)
+    steps = rw._steps(FORWARD, plan, 50257, vec, align, torch.bfloat16, torch.bfloat16)
+    assert len(steps) == 1 and steps[0].roles == rw.ROW_ROLES
+    assert steps[0].consts == (50257, 4096, 13, 8, rw.ALIGN_WINDOW, steps[0].consts[5], 8)
+    assert call.plan(x, None, cuda_like((4096, 50257), torch.float32), None)[0].kind == "staged"  # dtype=
+    # not staged: another GPU generation, fp64, rows whose alignment differs, the backward,
+    # the interpreter
+    capability[0] = (8, 0)
+    assert call.plan(x, None, y, None)[0].kind == "looped"
+    with pytest.raises(ValueError, match="compute capability 9"):
+        call.plan(x, None, y, "staged")
+    capability[0] = (9, 0)
+    x64 = cuda_like((4096, 20000), torch.float64)
+    assert call.plan(x64, None, cuda_like((4096, 20000), torch.float64), None)[0].kind == "looped"
+    shifted = cuda_like((4096, 50257), width=50258)  # row stride 50258 against y's 50257
+    assert row_align(shifted, y) == rw.ALIGN_NONE
+    assert call.plan(shifted, None, y, None)[0].kind == "looped"
+    bwd = rw.RowCall(SOFTMAX_BACKWARD, BACKWARD_POLICY)
+    with pytest.raises(ValueError, match="plan 'staged'"):
+        bwd.plan(x, x, y, "staged")
+    monkeypatch.setattr(rw, "INTERPRETER", True)
+    assert call.plan(x, None, y, None)[0].kind == "looped"
+
+
+def row_align(*tensors: torch.Tensor) -> int:
+    return rw.row_layout(tensors)[1]

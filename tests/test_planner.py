@@ -112,3 +112,24 @@ def test_wide_rows_loop_over_the_wide_chunk() -> None:
     assert plan_rows(4096, 98303, 2, 132, policy).block == 16384
     assert plan_rows(4096, 98304, 2, 132, policy).block == 32768
     assert plan_rows(4096, 151936, 2, 132, RowPolicy(chunk=16384)).block == 16384  # 0: the one chunk
+
+
+def test_softmax_stages_rows_of_64_to_110_kb() -> None:
+    # Rows too wide for a block, many enough not to split, whose staged footprint (whole
+    # 4096-element chunks, window included) is above 64 KB and at most 110 KB: two programs
+    # an SM in 227 KB of shared memory.
+    plan = plan_rows(4096, 50257, 2, 132, SOFTMAX_POLICY, pad=7)
+    assert (plan.kind, plan.block, plan.chunks, plan.label) == ("staged", 4096, 13, "staged-4096x13")
+    assert plan_rows(1000, 50257, 2, 132, SOFTMAX_POLICY, pad=7).kind == "staged"
+    assert plan_rows(8192, 32768, 2, 132, SOFTMAX_POLICY).kind == "looped"  # 64 KB: looped measured faster
+    assert plan_rows(1000, 50257, 4, 132, SOFTMAX_POLICY, pad=3).kind == "looped"  # 208 KB in fp32
+    assert plan_rows(1000, 24576, 4, 132, SOFTMAX_POLICY).kind == "staged"  # 6 chunks: 96 KB
+    assert plan_rows(1000, 24577, 4, 132, SOFTMAX_POLICY).kind == "looped"  # 7 chunks: 112 KB
+    assert plan_rows(64, 50257, 2, 132, SOFTMAX_POLICY, pad=7).kind == "split"  # too few rows
+    assert plan_rows(4096, 151936, 2, 132, SOFTMAX_POLICY).kind == "looped"
+    # the policy without a staged kernel, and the backward's, never stage
+    assert plan_rows(4096, 50257, 2, 132, POLICY, pad=7).kind == "looped"
+    assert plan_rows(4096, 50257, 2, 132, SOFTMAX_BACKWARD_POLICY, pad=7).kind != "staged"
+    assert plan_rows(1000, 5000, 2, 132, POLICY, "staged").kind == "staged"  # forcing builds it anyway
+    with pytest.raises(ValueError, match="shared memory"):
+        plan_rows(1000, 131072, 2, 132, POLICY, "staged")  # 256 KB

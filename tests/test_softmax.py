@@ -458,3 +458,12 @@ def test_one_launch_split_leaves_its_counters_at_zero(monkeypatch) -> None:
         forward_rows(x, y, plan)
         assert_close(y, reference(x), torch.float32)
         assert seen and seen[-1].numel() == 2 + 6 and not seen[-1].any(), seen[-1]
+
+
+def test_the_staged_plan_is_refused_where_it_cannot_run() -> None:
+    # A Gluon kernel: no interpreter (and no CPU); the error says what it needs.
+    x = randn((4, 300), torch.float32, "staged")
+    with pytest.raises(ValueError, match="plan 'staged' needs an NVIDIA GPU"):
+        kernels.softmax(x, plan="staged")
+    with pytest.raises(ValueError, match="plan must be"):
+        kernels.softmax(x, plan="tiled")

@@ -49,6 +49,10 @@ SHAPES = [
     ((257, 50257), "looped"),
     ((96, 151936), None),
     ((129, 4097), "block"),
+    ((4096, 50257), None),  # staged (bf16, fp16); looped in fp32
+    ((257, 50257), "staged"),
+    ((333, 50264), "staged"),  # rows on the 16-byte grid: no window
+    ((65, 1531), "staged"),
     ((33, 1531), None),
     ((1, 1), None),
 ]
@@ -66,7 +70,7 @@ def test_real_sizes_every_plan(shape, plan, dtype) -> None:
     assert_close(dx, yd * (dyd - (yd * dyd).sum(-1, keepdim=True)), dtype, "dx")
 
 
-@pytest.mark.parametrize("plan", ["block", "looped", "split"])
+@pytest.mark.parametrize("plan", ["block", "looped", "split", "staged"])
 @pytest.mark.parametrize("width", [1531, 4096, 32769, 50257])
 def test_every_row_of_a_poisoned_output_is_written_and_nothing_else(plan, width) -> None:
     """Outputs in a buffer with guard rows of NaN around them: every row written, no guard touched."""
@@ -81,12 +85,14 @@ def test_every_row_of_a_poisoned_output_is_written_and_nothing_else(plan, width)
     assert_close(y, ref_softmax(x), torch.bfloat16)
 
 
-@pytest.mark.parametrize("plan", ["block", "looped", "split"])
+@pytest.mark.parametrize("plan", ["block", "looped", "split", "staged"])
 @pytest.mark.parametrize("width", [4096, 32769, 50257, 131072])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
 def test_non_finite_rows_match_torch_softmax(plan, width, dtype) -> None:
     if plan == "block" and width > 32768:
         pytest.skip("a single block does not hold this row")
+    if plan == "staged" and width == 131072:
+        pytest.skip("shared memory does not hold this row")
     x = randn((10, width), dtype)
     x[0, : width // 2] = float("-inf")  # masked prefix: valid probabilities
     x[1] = float("-inf")  # fully masked: zeros (torch: NaN)
@@ -319,3 +325,35 @@ def test_capture_after_an_eager_warm_up_of_a_split_shape() -> None:
     torch.cuda.synchronize()
     assert_close(captured, ref_softmax(x), torch.bfloat16)
     assert torch.equal(captured, eager) or torch.allclose(captured.float(), eager.float(), atol=1e-3)
+
+
+def test_the_planner_stages_the_vocabulary_rows() -> None:
+    # 4096 x 50257 bf16: the looped plan read the row twice (76% of copy); staged once.
+    x = randn((4096, 50257), torch.bfloat16)
+    y = torch.empty_like(x)
+    plan = plan_for(x, y)[0]
+    assert plan.kind == "staged" and plan.chunks == 13
+    assert plan_for(x.float(), y.float())[0].kind == "looped"  # 208 KB: one program an SM
+    forward_rows(x, y)
+    assert_close(y, ref_softmax(x), torch.bfloat16)
+    # dtype=: bf16 read, float32 written, through the same window
+    assert_close(kernels.softmax(x[:300], dtype=torch.float32, plan="staged"), ref_softmax(x[:300].float()),
+                 torch.float32)  # fmt: skip
+
+
+def test_staged_rows_whose_alignment_differs_take_another_plan() -> None:
+    # x's rows 50272 apart (on the 16-byte grid) beside y's 50257: one window cannot serve
+    # both, so the planner loops and a forced staged plan is refused.
+    x = randn((300, 50272), torch.bfloat16)[:, :50257]
+    y = torch.empty(300, 50257, device="cuda", dtype=torch.bfloat16)
+    assert plan_for(x, y)[0].kind == "looped"
+    assert_close(kernels.softmax(x), ref_softmax(x), torch.bfloat16)
+    with pytest.raises(ValueError, match="plan 'staged' needs"):
+        forward_rows(x, y, "staged")
+
+
+def test_staged_repeats_bit_for_bit() -> None:
+    x = randn((1000, 50257), torch.bfloat16)
+    first = kernels.softmax(x, plan="staged")
+    for _ in range(10):
+        assert torch.equal(kernels.softmax(x, plan="staged"), first)
