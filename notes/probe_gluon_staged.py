@@ -14,6 +14,10 @@ into its window); whole 16-byte groups are stored as vectors, and the at most tw
 groups at a row's ends element by element.
 
     python3 notes/probe_gluon_staged.py > $OUT/probe_gluon_staged.log
+
+The kernel here is the probe's, as it ran at 7889eca; the one the planner launches, built
+from it with torch's semantics for non-finite rows and ``dtype=``, is
+``kernels.softmax.staged_softmax_kernel``.
 """
 
 from __future__ import annotations
