@@ -190,7 +190,9 @@ def planner_current(view: StudyView) -> list[Claim]:
             stale.append((c, "; ".join(f"timed {t}, now {s}" for t, s in timed if t != s)))
     if not checked:
         return []
-    listed = "; ".join(f"{c.case_id} ({why})" for c, why in stale[:10])
+    listed = "; ".join(f"{c.case_id} ({why})" for c, why in stale[:5])
+    if len(stale) > 5:
+        listed += f"; and {len(stale) - 5} more"
     return [
         Claim(
             "planner-current",
