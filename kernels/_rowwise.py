@@ -1458,7 +1458,7 @@ class RowCall:
 
     def _lookup(
         self, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, force: PlanKind | None,
-        extras: RowExtras,
+        extras: RowExtras, eager: bool = True,
     ) -> tuple[_Prepared, tuple[int, ...], tuple[int, ...]] | None:  # fmt: skip
         # (prepared launch, the pointers of the seven roles, the five row strides): each read
         # once per call, for the key and for the launch.  A role the call lacks is passed as
@@ -1479,8 +1479,12 @@ class RowCall:
             b_dtype, pb, sb = b.dtype, b.data_ptr(), b.stride(0)
         few = n_rows < th[0]
         # Eager calls of the split plan reading up to one_launch_bytes take one launch;
-        # a capture keeps the two (only then is the capture state asked: it costs the host).
-        one = bool(few and force is None and n_rows * width * a.element_size() <= self.policy.one_launch_bytes
+        # a capture keeps the two (only then is the capture state asked: it costs the host),
+        # and so do calls from compiled code (``eager=False``): the one launch's scratch is
+        # cached across calls, and under torch.compile's CUDA graphs (mode="reduce-overhead")
+        # its warm-up runs would allocate that cache in the graphs' private memory pool.
+        one = bool(eager and few and force is None
+                   and n_rows * width * a.element_size() <= self.policy.one_launch_bytes
                    and not capturing())  # fmt: skip
         key: tuple[Any, ...] = (
             width, a.dtype, b_dtype, out.dtype, index, force, few, n_rows >= th[1], n_rows <= 1,
@@ -1520,12 +1524,16 @@ class RowCall:
 
     def __call__(
         self, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, force: PlanKind | None = None,
-        extras: RowExtras = _NO_EXTRAS,
+        extras: RowExtras = _NO_EXTRAS, eager: bool = True,
     ) -> RowPlan | None:  # fmt: skip
+        """Launch the plan for ``out = op(a, b)`` (``force``: a plan kind, or the planner's).
+        ``eager=False`` for calls from a registered op (compiled code, tracers): never the
+        one-launch split, whose scratch is cached across calls.  Returns the plan, or None
+        for an empty tensor."""
         n_rows, width = a.shape
         if n_rows == 0 or width == 0:
             return None
-        found = self._lookup(a, b, out, force, extras)
+        found = self._lookup(a, b, out, force, extras, eager)
         if found is not None:
             prepared, ptrs, strides = found
             plan = prepared.plan

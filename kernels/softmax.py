@@ -232,24 +232,27 @@ def backward_rows(
     return _BACKWARD_CALL(y2d, dy2d, dx2d, plan)  # type: ignore[arg-type]
 
 
-def _forward(x: torch.Tensor, plan: str | None, out_dtype: torch.dtype) -> torch.Tensor:
+def _forward(x: torch.Tensor, plan: str | None, out_dtype: torch.dtype, eager: bool = True) -> torch.Tensor:
     # x: last dimension contiguous, at least 1-D.  The output is new and contiguous.
+    # eager=False: called by the registered op (RowCall.__call__ says why it matters).
     if out_dtype == x.dtype and x.is_contiguous():
         y = torch.empty_like(x)  # the same layout, without parsing the keywords
     else:
         y = torch.empty_like(x, dtype=out_dtype, memory_format=torch.contiguous_format)
-    if x.dim() == 2:
+    if x.dim() == 2 and eager:
         if plan is None:
             _FORWARD_CALL.lane(x, None, y)
         else:
             _FORWARD_CALL(x, None, y, plan)  # type: ignore[arg-type]
     else:
         x2d = as_rows(x)
-        _FORWARD_CALL(x2d, None, y.view(x2d.shape), plan)  # type: ignore[arg-type]
+        _FORWARD_CALL(x2d, None, y.view(x2d.shape), plan, eager=eager)  # type: ignore[arg-type]
     return y
 
 
-def _backward(y: torch.Tensor, dy: torch.Tensor, plan: str | None, x_dtype: torch.dtype) -> torch.Tensor:
+def _backward(
+    y: torch.Tensor, dy: torch.Tensor, plan: str | None, x_dtype: torch.dtype, eager: bool = True
+) -> torch.Tensor:
     if dy.device != y.device:
         raise ValueError(f"softmax backward: dy is on {dy.device} but y is on {y.device}")
     if dy.dtype != y.dtype:
@@ -262,14 +265,14 @@ def _backward(y: torch.Tensor, dy: torch.Tensor, plan: str | None, x_dtype: torc
         dx = torch.empty_like(y)  # the same layout, without parsing the keywords
     else:
         dx = torch.empty_like(y, dtype=x_dtype, memory_format=torch.contiguous_format)
-    if y.dim() == 2:
+    if y.dim() == 2 and eager:
         if plan is None:
             _BACKWARD_CALL.lane(y, dy, dx)
         else:
             _BACKWARD_CALL(y, dy, dx, plan)  # type: ignore[arg-type]
     else:
         y2d = as_rows(y)
-        _BACKWARD_CALL(y2d, as_rows(dy), dx.view(y2d.shape), plan)  # type: ignore[arg-type]
+        _BACKWARD_CALL(y2d, as_rows(dy), dx.view(y2d.shape), plan, eager=eager)  # type: ignore[arg-type]
     return dx
 
 
@@ -296,7 +299,7 @@ class _SoftmaxFunction(torch.autograd.Function):
 
 @torch.library.custom_op("labnotes::softmax", mutates_args=())
 def _softmax_op(x: torch.Tensor, plan: str | None, dtype: torch.dtype | None) -> torch.Tensor:
-    return _forward(x.contiguous() if x.stride(-1) != 1 else x, plan, dtype or x.dtype)
+    return _forward(x.contiguous() if x.stride(-1) != 1 else x, plan, dtype or x.dtype, eager=False)
 
 
 @_softmax_op.register_fake
@@ -306,7 +309,7 @@ def _(x: torch.Tensor, plan: str | None, dtype: torch.dtype | None) -> torch.Ten
 
 @torch.library.custom_op("labnotes::softmax_backward", mutates_args=())
 def _softmax_backward_op(y: torch.Tensor, dy: torch.Tensor, plan: str | None, x_dtype: torch.dtype) -> torch.Tensor:
-    return _backward(y, dy, plan, x_dtype)
+    return _backward(y, dy, plan, x_dtype, eager=False)
 
 
 @_softmax_backward_op.register_fake

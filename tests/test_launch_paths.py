@@ -12,6 +12,7 @@ may or may not hand the freed address back).
 from __future__ import annotations
 
 import dataclasses
+import importlib
 
 import pytest
 import torch
@@ -291,6 +292,45 @@ def test_eager_split_takes_one_launch_only_on_small_calls(monkeypatch, shape, on
     assert (shape[0] * shape[1] * 2 <= POLICY.one_launch_bytes) is one
     # the two-launch kernels a later capture needs are compiled ahead of a one-launch call
     assert [p.one_launch for p in ahead] == ([False] if one else [])
+
+
+def test_calls_from_the_registered_op_never_take_the_one_launch_split(monkeypatch) -> None:
+    # Compiled code calls the op; under mode="reduce-overhead" its warm-up runs would put the
+    # one launch's cached scratch in the CUDA graphs' private pool (torch refuses that).
+    monkeypatch.setattr(rw, "INTERPRETER", False)
+    monkeypatch.setattr(rw, "current_device", lambda: 0)
+    monkeypatch.setattr(rw, "sm_count", lambda device: 132)
+    monkeypatch.setattr(rw, "capturing", lambda: False)
+    monkeypatch.setattr(rw, "_compile_ahead", lambda *args: None)
+    a = _gpu0(torch.empty((4, 32769), dtype=torch.bfloat16))
+    out = _gpu0(torch.empty((4, 32769), dtype=torch.bfloat16))
+    call = rw.RowCall(FORWARD, POLICY)
+    assert call._lookup(a, None, out, None, rw.RowExtras())[0].plan.one_launch  # type: ignore[index]
+    plan = call._lookup(a, None, out, None, rw.RowExtras(), eager=False)[0].plan  # type: ignore[index]
+    assert plan.kind == "split" and not plan.one_launch
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_the_registered_ops_call_the_row_base_as_compiled_code(monkeypatch, backward) -> None:
+    sm = importlib.import_module("kernels.softmax")  # the package attribute is the function
+    seen: list[bool] = []
+    original = rw.RowCall._lookup
+
+    def spy(self, a, b, out, force, extras, eager=True):  # type: ignore[no-untyped-def]
+        seen.append(eager)
+        return original(self, a, b, out, force, extras, eager)
+
+    monkeypatch.setattr(rw.RowCall, "_lookup", spy)
+    x = torch.randn(3, 40, generator=torch.Generator().manual_seed(5))
+    if backward:
+        y = torch.softmax(x, -1)
+        sm._softmax_backward_op(y, torch.randn_like(y), None, x.dtype)
+    else:
+        sm._softmax_op(x, None, None)
+    assert seen == [False]
+    seen.clear()
+    sm._forward(x, None, x.dtype)
+    assert seen == [True] or not seen  # the eager lane may skip the lookup on CPU
 
 
 def test_one_launch_scratch_refuses_tickets_past_32_bits() -> None:
