@@ -7,7 +7,7 @@
 #
 # Stages: tests (pytest -m gpu: softmax, RMSNorm), tests-new (GEMM, cross-entropy, specialization), probe (notes/probe_resident.py), sweep / sweep-quick (softmax study; LAB_SOFTMAX_ONLY=text runs only the case ids holding it),
 # rmsnorm / rmsnorm-quick, rowsum / rowsum-quick (row sum and vector add), grid / grid-quick (row-plan
-# grid: softmax's and RMSNorm's cells; grid-rmsnorm: RMSNorm's alone), dispatch / dispatch-quick,
+# grid: softmax's and RMSNorm's cells; grid-rmsnorm: RMSNorm's alone; grid-softmax: softmax's alone), dispatch / dispatch-quick,
 # specialization / specialization-quick (LAB_SPEC_S), linear_cross_entropy / -quick (LAB_LCE_S),
 # pointwise / pointwise-quick (the RoPE, SwiGLU and bias + GELU + dropout studies, LAB_POINTWISE_S each; LAB_POINTWISE="rope swiglu" a subset),
 # probes (notes/probe_ce_plans.py, probe_rms_bwd.py, probe_swiglu_blocks.py, or LAB_PROBES="probe_pointwise_layouts ...": JSON lines), ncu (notes/ncu_session.sh), cross_entropy / cross_entropy-quick (LAB_CE_S its time
@@ -82,6 +82,7 @@ for s in "${list[@]}"; do
     grid-quick) bench 120 rowgrid --quick ;;
     grid) bench ${LAB_GRID_S:-520} rowgrid ;;
     grid-rmsnorm) bench ${LAB_GRID_S:-280} rowgrid --only rmsnorm ;;
+    grid-softmax) bench ${LAB_GRID_S:-300} rowgrid --only "^fwd/" ;;
     specialization-quick) bench 120 specialization --quick ;;
     specialization) bench ${LAB_SPEC_S:-240} specialization ;;
     cross_entropy-quick) bench ${LAB_CE_S:-300} cross_entropy --quick ;;

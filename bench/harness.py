@@ -254,7 +254,10 @@ def _safe_meta(v: Any, case: Params) -> dict[str, Any]:
 def select_cases(study: Study, opts: Options) -> list[Params]:
     cases = study.cases(opts.quick)
     if opts.only:
-        cases = [c for c in cases if opts.only in study.case_id(c)]
+        if opts.only.startswith("^"):  # a prefix: "^fwd/" is softmax's grid cells, not RMSNorm's
+            cases = [c for c in cases if study.case_id(c).startswith(opts.only[1:])]
+        else:
+            cases = [c for c in cases if opts.only in study.case_id(c)]
     return cases
 
 

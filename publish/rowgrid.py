@@ -5,8 +5,9 @@ row counts x widths (bf16, cold L2), beside ``torch.softmax``, ``torch.compile``
 planner's own choice (variant ``planner``).  From it:
 
 * the **best plan** of a cell is the plan variant with the lowest median among those a
-  policy can choose: ``block``, ``looped-<chunk>`` and ``split-<chunk>`` (the two-launch
-  split).  The one-launch split (``split-4096-1launch``) is timed but the planner, which
+  policy can choose: ``block``, ``looped-<chunk>``, ``split-<chunk>`` (the two-launch
+  split) and, for softmax in runs that timed it, ``staged-<chunk>`` (the row held in shared
+  memory).  The one-launch split (``split-4096-1launch``) is timed but the planner, which
   chooses for device time, never picks it (only the eager path does, for the host's sake:
   ``RowPolicy.one_launch_bytes``), so it is kept out of the best plan and reported on
   its own;
@@ -14,7 +15,8 @@ planner's own choice (variant ``planner``).  From it:
   planner the kernels use, ``plan_rows(rows, width, 2, sm_count, policy, None, pad)``
   (``pad`` = 7 when rows > 1 and the width is not a multiple of 8: the alignment window of
   misaligned bf16 rows), and mapped to the variant the grid timed: block -> ``block``,
-  looped with block b -> ``looped-b``, split with block b -> ``split-b``.  Its **regret**
+  looped with block b -> ``looped-b``, split with block b -> ``split-b``, staged ->
+  ``staged-b``.  Its **regret**
   in a cell is that variant's median over the best plan's, minus one.  A choice the grid
   did not time (or that failed there) is counted as *unmeasured*, never guessed;
 * **fitting** grid-searches the policy fields in :data:`GRID` (the others keep their
@@ -41,7 +43,7 @@ from publish.runs import Run
 from publish.stats import quantile
 
 ELEM_BYTES = 2  # every grid cell is bf16
-PLAN_VARIANT = re.compile(r"^(block|looped-\d+|split-\d+)$")
+PLAN_VARIANT = re.compile(r"^(block|looped-\d+|split-\d+|staged-\d+)$")
 ONE_LAUNCH = re.compile(r"^split-\d+-1launch$")
 OVER = 0.10  # a cell "over 10%": regret above this
 GRID: dict[str, tuple[Any, ...]] = {
@@ -52,6 +54,9 @@ GRID: dict[str, tuple[Any, ...]] = {
     "split_chunk": (2048, 4096),
     "narrow_split_chunk": (2048, 4096),
     "split_rows_per_sm": (0.25, 0.5, 1.0, 2.0),
+    # never, or rows above 64 KB up to 110 KB (the shipped softmax bounds; RMSNorm has no
+    # staged kernel, so its grid never times the plan and a policy that stages ranks last)
+    "staged_row_bytes": ((0, 0), (64 * 1024, 110 * 1024)),
 }
 
 
@@ -284,6 +289,21 @@ def policy_fields(policy: Any) -> dict[str, Any]:
     return {k: getattr(policy, k) for k in GRID}
 
 
+def field_text(value: Any) -> str:
+    """A searched field's value as a reader sees it: floats short, the staged bounds in KB."""
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, tuple):  # staged_row_bytes: (low, high]
+        low, high = value
+        return "never" if high <= low else f"above {low // 1024} KB up to {high // 1024} KB"
+    return str(value)
+
+
+def policy_texts(policy: Any) -> dict[str, str]:
+    """:func:`policy_fields` as text (:func:`field_text`)."""
+    return {k: field_text(v) for k, v in policy_fields(policy).items()}
+
+
 # ----------------------------------------------------------------------------- the analysis
 
 
@@ -382,7 +402,7 @@ def report_lines(results: StudyResults) -> list[str]:
         n = len(a.runs)
         return [f"row-plan grid: {n} valid run{'s' if n != 1 else ''}; a held-out fit needs two"]
     f = a.forward_fit
-    fields = ", ".join(f"{k}={v}" for k, v in policy_fields(f.fitted_on.policy).items())
+    fields = ", ".join(f"{k}={v}" for k, v in policy_texts(f.fitted_on.policy).items())
     held = f.held_out
     assert held is not None
     mean = f"{100 * held.mean:.1f}%" if held.mean is not None else "n/a"

@@ -200,6 +200,9 @@ def modelled_cell(rows: int, cols: int, *, split_cost: float = 1.25, sms: int = 
         if chunk < whole:
             programs = rows * math.ceil((cols + pad) / chunk)
             medians[f"split-{chunk}"] = round(4 + t * max(1.0, sms / programs) * (split_cost + 0.01 * chunk / 2048), 4)
+    staged = math.ceil((cols + pad) / 4096)
+    if cols + pad > 16384 and staged * 4096 * 2 <= 224 * 1024:  # one read of the row, two programs an SM
+        medians["staged-4096"] = round(2.2 + t * occ * 1.02, 4)
     if "split-4096" in medians:
         medians["split-4096-1launch"] = round(medians["split-4096"] * 0.97, 4)  # type: ignore[operator]
     plan = plan_rows(rows, cols, 2, sms, SOFTMAX_POLICY, None, pad)

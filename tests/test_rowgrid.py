@@ -195,7 +195,7 @@ def test_report_lines_name_the_fitted_fields_and_the_held_out_regret() -> None:
     newer = _run("rowgrid-b", "2026-12-02T00:00:00Z", _threshold_cells(66))
     lines = rowgrid.report_lines(StudyResults("rowgrid", [older, newer]))
     assert lines[0].startswith("row-plan grid: fitted on rowgrid-a: max_block_bytes=16384, chunk=4096,")
-    assert "split_rows_per_sm=2.0" in lines[0]
+    assert "split_rows_per_sm=2" in lines[0]
     assert "held out on rowgrid-b: mean 50.0%" in lines[1] and "1 of 4 cells over 10%" in lines[1]
 
 
@@ -260,7 +260,8 @@ def test_a_planted_wrong_regret_is_caught(monkeypatch) -> None:
 
 def test_search_grid_is_the_issue_grid() -> None:
     policies = rowgrid.candidates()
-    assert len(policies) == 3 * 4 * 2 * 3 * 2 * 2 * 4
+    assert len(policies) == 3 * 4 * 2 * 3 * 2 * 2 * 4 * 2
+    assert {p.staged_row_bytes for p in policies} == {(0, 0), (64 * 1024, 110 * 1024)}
     assert {p.wide_chunk for p in policies} == {0, 32768}
     assert {p.chunk_waste for p in policies} == {-1.0, 0.15, 0.3}
     assert {p.max_block_bytes for p in policies} == {16384, 32768, 65536}
@@ -314,3 +315,30 @@ def test_rmsnorm_cells_are_scored_apart_from_softmax(monkeypatch: pytest.MonkeyP
     assert section is not None and section["rules"].id == "rowgrid-rmsnorm-rules"
     assert section["ours"].id == "rowgrid-rmsnorm-ours" and section["policies"].id == "rowgrid-rmsnorm-policies"
     assert page.rmsnorm_context(StudyResults("rowgrid", alone)) is None
+
+
+def test_the_grid_times_the_staged_plan_for_softmax_where_a_row_fits_shared_memory() -> None:
+    from bench.studies.rowgrid import cell_plans
+
+    wide = cell_plans(4096, 50257)
+    assert wide["staged-4096"] == RowPlan("staged", 4096, kernels.plans.STAGED_WARPS, chunks=13)
+    assert "staged-4096" in cell_plans(1000, 100003)  # 25 chunks: 200 KB
+    assert "staged-4096" not in cell_plans(1000, 131073)  # 33 chunks: past what a program holds
+    assert "staged-4096" not in cell_plans(4096, 8191)  # a block's width
+    assert "staged-4096" not in cell_plans(4096, 50257, op="rmsnorm")  # no staged kernel
+    # the variant name is the one the scoring maps the planner's staged plan to
+    staged = dataclasses.replace(SOFTMAX_POLICY, staged_row_bytes=(64 * 1024, 110 * 1024))
+    plan = kernels.plans.plan_rows(4096, 50257, 2, 132, staged, None, 7)
+    assert rowgrid.variant_for(plan) == "staged-4096" and rowgrid.PLAN_VARIANT.match("staged-4096")
+
+
+def test_only_with_a_caret_selects_softmax_grid_cells_alone() -> None:
+    from bench.harness import Options, select_cases
+    from bench.studies.rowgrid import RowGridStudy
+
+    study = RowGridStudy()
+    every = select_cases(study, Options(quick=True, only="fwd/"))
+    softmax = select_cases(study, Options(quick=True, only="^fwd/"))
+    assert {c["op"] for c in every} == {"softmax", "rmsnorm"}
+    assert softmax and {c["op"] for c in softmax} == {"softmax"}
+    assert len(softmax) == sum(c["op"] == "softmax" for c in every)

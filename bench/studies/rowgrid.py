@@ -32,6 +32,9 @@ from bench.studies import Params, Refused, Step, Tensors, Variant
 from kernels.plans import (
     RMSNORM_POLICY,
     SOFTMAX_POLICY,
+    STAGED_CHUNK,
+    STAGED_MAX_BYTES,
+    STAGED_WARPS,
     VECTOR_BYTES,
     RowPlan,
     RowPolicy,
@@ -67,8 +70,9 @@ def _pad(rows: int, cols: int) -> int:
 
 def cell_plans(rows: int, cols: int, sms: int = 132, op: str = "softmax") -> dict[str, RowPlan]:
     """Every plan timed in a cell, by variant name: the block plan where the row fits in
-    MAX_BLOCK, looped with four chunk sizes, split with two (two launches), and for softmax
-    the one-launch split at the cells where its first design could not deadlock (its
+    MAX_BLOCK, looped with four chunk sizes, split with two (two launches), for softmax the
+    staged plan where a row wider than 16384 elements fits a program's shared memory, and
+    for softmax the one-launch split at the cells where its first design could not deadlock (its
     cooperative design runs anywhere; the same cells keep runs comparable)."""
     policy = POLICIES[op]
     pad = _pad(rows, cols)
@@ -85,6 +89,9 @@ def cell_plans(rows: int, cols: int, sms: int = 132, op: str = "softmax") -> dic
         if chunk < whole:
             chunks, span = split_geometry(cols + pad, chunk, chunk)
             out[f"split-{chunk}"] = RowPlan("split", chunk, warps_for(chunk), chunks=chunks, span=span)
+    staged_chunks = -(-(cols + pad) // STAGED_CHUNK)
+    if op == "softmax" and cols + pad > 16384 and staged_chunks * STAGED_CHUNK * ELEM <= STAGED_MAX_BYTES:
+        out[f"staged-{STAGED_CHUNK}"] = RowPlan("staged", STAGED_CHUNK, STAGED_WARPS, chunks=staged_chunks)
     if op == "softmax" and "split-4096" in out and out["split-4096"].span == 1 and out["split-4096"].chunks <= 2 * sms:
         p = out["split-4096"]
         out["split-4096-1launch"] = RowPlan("split", p.block, p.num_warps, chunks=p.chunks, one_launch=True)

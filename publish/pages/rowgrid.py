@@ -24,7 +24,8 @@ from publish.rowgrid import (
     Choice,
     Score,
     analyse,
-    policy_fields,
+    field_text,
+    policy_texts,
     report_lines,
     score,
 )
@@ -136,8 +137,8 @@ def policies_table(a: Analysis, op: str = "softmax") -> Table:
     )
     for rule, policy in a.policies.items():
         row: dict[str, Any] = {"rule": Text(rule, RULES.get(rule, "grid search"))}
-        for k, v in policy_fields(policy).items():
-            row[k] = Text(f"{v:g}" if isinstance(v, float) else str(v))
+        for k, v in policy_texts(policy).items():
+            row[k] = Text(v)
         table.rows.append(row)
     return table
 
@@ -482,8 +483,8 @@ def context(data: SiteData) -> dict[str, Any]:
         "newest": run,
         "pair": a.pair,
         "fit": fit,
-        "fitted_fields": policy_fields(fit.fitted_on.policy) if fit else {},
-        "grid": {k: ", ".join(f"{v:g}" for v in vs) for k, vs in GRID.items()},
+        "fitted_fields": policy_texts(fit.fitted_on.policy) if fit else {},
+        "grid": {k: "; ".join(field_text(v) for v in vs) for k, vs in GRID.items()},
         **_claim_parts(results, a),
         "rules": rules_table(a) if a.runs else None,
         "policies": policies_table(a) if a.runs else None,
@@ -543,7 +544,7 @@ def rmsnorm_context(results: StudyResults) -> dict[str, Any] | None:
     return {
         "runs": [r.run_id for r in a.runs],
         "fit": fit,
-        "fitted_fields": policy_fields(fit.fitted_on.policy) if fit else {},
+        "fitted_fields": policy_texts(fit.fitted_on.policy) if fit else {},
         "rules": rules_table(a, "rmsnorm"),
         "policies": policies_table(a, "rmsnorm"),
         "ours": ours_table(a, "rmsnorm"),
