@@ -241,17 +241,37 @@ def plan_columns(n_rows: int, width: int, sm_count: int, block_cols: int = 256) 
     return ColumnPlan(block_cols, rows_per_split, cdiv(max(n_rows, 1), rows_per_split), 4)
 
 
-# Softmax's policies (kernels/softmax.py launches with them; the site scores them on the
-# row-plan grid).  The forward's thresholds were fitted on the row-plan grid run
-# rowgrid-20261130T014849Z-b48a875 (H200; the lowest mean regret of 1152 candidate policies,
-# 2.4%) and scored on the held-out run rowgrid-20261130T015312Z-b48a875 (mean regret 2.35%,
-# 90th percentile 7.4%, 19 of 314 cells over 10%; fitting on that run instead picks the same
-# policy).  The policy before it, one looped step of 8192 below 98304 elements and 32768
-# above, scored 2.7% there.
-# Rows up to 32 KB stay whole in registers; wider ones loop in the longest step of
-# 4096 ... 32768 elements that pads the row by at most 30% (8192 x 32768: 16384-element
-# steps; 4096 x 50257: 8192), or split into 2048-element chunks while there are fewer rows
-# than half the SMs.
+# The thresholds fitted on the row-plan grid runs rowgrid-20261130T014849Z-b48a875 and
+# ...015312Z-b48a875 (H200; the lowest mean regret of 1152 candidate policies, 2.4%, 2.35% on
+# the held-out run): whole rows up to 32 KB; wider ones loop in the longest step of 4096 ...
+# 32768 elements that pads the row by at most 30%, or split into 2048-element chunks while
+# there are fewer rows than half the SMs.  Softmax shipped them until 2026-12-02; the other
+# row operators (cross-entropy, RMSNorm) start from them, with their own evidence below.
+ROW_POLICY_B48A875 = RowPolicy(
+    max_block_bytes=32 * 1024,
+    chunk=4096,
+    chunk_waste=0.3,
+    split_chunk=2048,
+    narrow_split_chunk=2048,
+    split_rows_per_sm=0.5,
+)
+
+# Softmax's forward policy, fitted on the row-plan grid run rowgrid-20261202T184902Z-48b96d9
+# (H200, bf16, cold L2; the first grid runs that timed the staged plan) as the lowest mean
+# regret of 3456 candidate policies, 1.8%, and scored on the held-out run
+# rowgrid-20261202T185335Z-48b96d9: mean regret 1.8%, 90th percentile 6.5%, 21 of 314 cells
+# over 10% (fitting on that run instead picks the same policy).  The policy before it
+# (ROW_POLICY_B48A875 with the staged plan from 64 KB) scored 3.4%, 10.8% and 38 cells there:
+# it looped rows of 32000 elements (62.5 KB), which the staged plan took in 0.88-0.93x the time
+# at 500-8192 rows, and it stepped rows of 50-100 K elements 4096 or 8192 at a time, where
+# 16384-element steps were faster.
+# Rows up to 32 KB stay whole in registers; rows of more than 32 KB and up to 110 KB (two
+# programs an SM in 227 KB of shared memory) are staged where the GPU runs the staged plan
+# (Hopper), else loop in 16384-element steps, as wider rows do (32768 from 98304 elements);
+# fewer rows than the SMs split into 2048-element chunks.
+# Staging was first probed on the H200 (notes/probe_gluon_staged.py, 2026-12-02,
+# notes/2026-12-02-probe-gluon-staged-7889eca.log): 4096 x 50257 took 226.7-229.8 µs staged
+# against 297 looped; 8192 x 32768 (64 KB rows) 291.0-293.7 against 283.5.
 # Eager calls of the split plan reading up to 8 MB take the one-launch split: on the H200
 # (notes/probe_l2.py, 2026-12-02) it cost the host 19.1-19.6 µs a call against 26.9-28.2 for
 # the two launches (4 x 32769, 64 x 131072 bf16; torch.softmax 11.0).  Its device time is
@@ -260,22 +280,16 @@ def plan_columns(n_rows: int, width: int, sm_count: int, block_cols: int = 256) 
 # small calls: at 64 x 131072 (16.8 MB) eager calls took 26.6-27.6 µs with it (run
 # softmax-20261202T160526Z-8cdc8c2-quick) against 21.6 with two launches (run
 # softmax-20261201T072307Z-ebbf780).
-# Rows of more than 64 KB and up to 110 KB staged (two programs an SM in 227 KB of shared
-# memory): the H200, bf16, cold L2 (notes/probe_gluon_staged.py, 2026-12-02,
-# notes/2026-12-02-probe-gluon-staged-7889eca.log) timed 4096 x 50257 at 226.7-229.8 µs staged
-# (84.6-85.5% of copy) against 297 for the looped plan in the same process, 1000 x 50257 at
-# 57.4-57.8 against 72.0, and 4096 x 32000 at 130.7-131.6 against 182.3; but 8192 x 32768 (64
-# KB rows, where the looped plan's second read stays in L2) at 291.0-293.7 against 283.5, so
-# rows of 64 KB and less keep the looped plan.  The row-plan grid's runs predate the plan.
 SOFTMAX_POLICY = RowPolicy(
     max_block_bytes=32 * 1024,
-    chunk=4096,
-    chunk_waste=0.3,
+    chunk=16384,
+    wide_chunk=32768,
+    chunk_waste=-1.0,
     split_chunk=2048,
     narrow_split_chunk=2048,
-    split_rows_per_sm=0.5,
+    split_rows_per_sm=1.0,
     one_launch_bytes=8 << 20,
-    staged_row_bytes=(64 * 1024, 110 * 1024),
+    staged_row_bytes=(32 * 1024, 110 * 1024),
 )
 # The backward holds y and dy but does no exp: whole rows of up to 64 KB stay in registers
 # faster than looping re-reads them (H200, 8192 x 32768 bf16: 389 µs as one block against
@@ -285,7 +299,8 @@ SOFTMAX_BACKWARD_POLICY = RowPolicy(max_block_bytes=64 * 1024, chunk=16384, one_
 # Cross-entropy's policies: softmax's geometry (one max-sum pass, then, for the step, a write
 # of every element) with the looped plan's own steps, from notes/probe_ce_plans.py at 2150860
 # (H200, bf16, device time, every input past the L2; logs in notes/2026-12-01-probes-2150860/).
-# Over 8192x128256, 4096x32000, 4096x262144 and 4096x50257, against softmax's policy:
+# Over 8192x128256, 4096x32000, 4096x262144 and 4096x50257, against softmax's policy of then
+# (ROW_POLICY_B48A875):
 # - loss only (no gradient): 4096-element steps, 4 warps, 2 stages: 0.82x the time (geometric
 #   mean; 0.67x at 8192x128256, at worst 0.95x);
 # - loss and gradient in one pass: 4096-element steps, 8 warps, 1 stage: 0.93x (at worst 0.98x).
@@ -297,7 +312,7 @@ SOFTMAX_BACKWARD_POLICY = RowPolicy(max_block_bytes=64 * 1024, chunk=16384, one_
 # elements more a row) and softmax's 8192 step walks fewer of them.  Not yet explained;
 # the next probe times the step at 50257 through the autograd path the study uses.
 CROSS_ENTROPY_LOSS_POLICY = replace(
-    SOFTMAX_POLICY,
+    ROW_POLICY_B48A875,
     chunk=4096,
     chunk_waste=-1.0,
     looped_warps=4,
@@ -306,15 +321,16 @@ CROSS_ENTROPY_LOSS_POLICY = replace(
     staged_row_bytes=(0, 0),
 )
 CROSS_ENTROPY_POLICY = replace(
-    SOFTMAX_POLICY, chunk=4096, chunk_waste=-1.0, looped_warps=8, one_launch_bytes=0, staged_row_bytes=(0, 0)
+    ROW_POLICY_B48A875, chunk=4096, chunk_waste=-1.0, looped_warps=8, one_launch_bytes=0, staged_row_bytes=(0, 0)
 )
 
-# RMSNorm's policies: softmax's thresholds to start from (the same row geometry, a cheaper
-# statistic), until the row-plan grid is run for RMSNorm and fitted on its own (issue 8).
+# RMSNorm's policies: the thresholds softmax shipped until 2026-12-02 (ROW_POLICY_B48A875:
+# the same row geometry, a cheaper statistic); the row-plan grid's RMSNorm runs scored them
+# (the grid page's one-rule claim).
 # The forward holds x and the residual, so whole rows stay in registers up to 32 KB of x;
 # the backward holds h, dy and the residual's gradient, and keeps whole rows to 32 KB too.
 # The one-launch split and the staged plan: not yet timed for it (no staged kernel).
-RMSNORM_POLICY = replace(SOFTMAX_POLICY, one_launch_bytes=0, staged_row_bytes=(0, 0))
+RMSNORM_POLICY = ROW_POLICY_B48A875
 RMSNORM_BACKWARD_POLICY = RowPolicy(max_block_bytes=32 * 1024, chunk=8192)
 # Row sum: one read, no second pass, so rows stay whole up to 32 KB and wider ones loop in
 # 8192-element blocks (a single pass keeps the looped plan at the minimum traffic).

@@ -54,9 +54,10 @@ GRID: dict[str, tuple[Any, ...]] = {
     "split_chunk": (2048, 4096),
     "narrow_split_chunk": (2048, 4096),
     "split_rows_per_sm": (0.25, 0.5, 1.0, 2.0),
-    # never, or rows above 64 KB up to 110 KB (the shipped softmax bounds; RMSNorm has no
-    # staged kernel, so its grid never times the plan and a policy that stages ranks last)
-    "staged_row_bytes": ((0, 0), (64 * 1024, 110 * 1024)),
+    # never, or rows up to 110 KB (two programs an SM) from just past a 32 KB block or from
+    # 64 KB; RMSNorm has no staged kernel, so its grid never times the plan and a policy
+    # that stages ranks last there
+    "staged_row_bytes": ((0, 0), (32 * 1024, 110 * 1024), (64 * 1024, 110 * 1024)),
 }
 
 

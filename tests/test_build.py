@@ -508,6 +508,24 @@ def test_softmax_page_with_eager_samples_and_quack(tmp_path) -> None:
         assert claim.split("</span>", 1)[1].strip().startswith(("Device time", "Eager call")), claim
 
 
+def test_a_peer_absent_from_the_machine_is_not_a_peer_refusing(tmp_path) -> None:
+    """A run made where Liger-Kernel was not installed records its absence as a refusal; the
+    claim about the widths Liger refuses must not count those cases as Liger declining."""
+    root = synthruns.project(tmp_path)
+
+    def absent_at_50257(name: str, rows: int, cols: int):  # type: ignore[no-untyped-def]
+        if name == "liger" and cols == 50257:
+            return "refused: liger-kernel is not installed (No module named 'liger_kernel')"
+        return synthruns.softmax_times(name, rows, cols)
+
+    synthruns.write(root, synthruns.softmax_doc("softmax-20261201T000000Z-aaaaaaa", "2026-12-01T00:00:00Z",
+                                                times=absent_at_50257))  # fmt: skip
+    build(root, tmp_path / "site")
+    html = (tmp_path / "site" / "softmax.html").read_text()
+    assert _claim_status(html, "liger-refuses-wide") == "holds"
+    assert "refused though narrow" not in _text(html)
+
+
 def test_nav_follows_the_page_registry(built) -> None:
     """The nav is generated from the registry at build time; mkdocs.yml lists no page."""
     with open(ROOT / "mkdocs.yml", encoding="utf-8") as f:

@@ -75,9 +75,14 @@ def test_unknown_plan_is_refused() -> None:
 
 
 def test_softmax_policies() -> None:
-    # Forward: rows up to 32 KB whole; the backward keeps rows up to 64 KB whole.
+    # Forward: rows up to 32 KB whole, wider ones staged (or looped, in 16384-element steps
+    # and 32768 from 98304 elements); the backward keeps rows up to 64 KB whole.
     assert plan_rows(8192, 16384, 2, 132, SOFTMAX_POLICY).kind == "block"
-    assert plan_rows(8192, 32768, 2, 132, SOFTMAX_POLICY).kind == "looped"
+    assert plan_rows(8192, 32768, 2, 132, SOFTMAX_POLICY).kind == "staged"
+    assert plan_rows(8192, 65536, 2, 132, SOFTMAX_POLICY).label == "looped-16384"
+    assert plan_rows(4096, 151936, 2, 132, SOFTMAX_POLICY).label == "looped-32768"
+    assert plan_rows(131, 65536, 2, 132, SOFTMAX_POLICY).kind == "split"  # fewer rows than SMs
+    assert plan_rows(132, 65536, 2, 132, SOFTMAX_POLICY).kind == "looped"
     assert plan_rows(8192, 32768, 2, 132, SOFTMAX_BACKWARD_POLICY).kind == "block"
     assert plan_rows(8192, 32768, 4, 132, SOFTMAX_BACKWARD_POLICY).kind == "looped"
 
@@ -114,14 +119,16 @@ def test_wide_rows_loop_over_the_wide_chunk() -> None:
     assert plan_rows(4096, 151936, 2, 132, RowPolicy(chunk=16384)).block == 16384  # 0: the one chunk
 
 
-def test_softmax_stages_rows_of_64_to_110_kb() -> None:
+def test_softmax_stages_rows_of_32_to_110_kb() -> None:
     # Rows too wide for a block, many enough not to split, whose staged footprint (whole
-    # 4096-element chunks, window included) is above 64 KB and at most 110 KB: two programs
+    # 4096-element chunks, window included) is above 32 KB and at most 110 KB: two programs
     # an SM in 227 KB of shared memory.
     plan = plan_rows(4096, 50257, 2, 132, SOFTMAX_POLICY, pad=7)
     assert (plan.kind, plan.block, plan.chunks, plan.label) == ("staged", 4096, 13, "staged-4096x13")
     assert plan_rows(1000, 50257, 2, 132, SOFTMAX_POLICY, pad=7).kind == "staged"
-    assert plan_rows(8192, 32768, 2, 132, SOFTMAX_POLICY).kind == "looped"  # 64 KB: looped measured faster
+    assert plan_rows(8192, 32000, 2, 132, SOFTMAX_POLICY, pad=0).kind == "staged"  # 62.5 KB
+    assert plan_rows(1000, 16384, 2, 132, SOFTMAX_POLICY).kind == "block"  # 32 KB: a block
+    assert plan_rows(1000, 16385, 2, 132, SOFTMAX_POLICY).kind == "staged"  # 5 chunks: 40 KB
     assert plan_rows(1000, 50257, 4, 132, SOFTMAX_POLICY, pad=3).kind == "looped"  # 208 KB in fp32
     assert plan_rows(1000, 24576, 4, 132, SOFTMAX_POLICY).kind == "staged"  # 6 chunks: 96 KB
     assert plan_rows(1000, 24577, 4, 132, SOFTMAX_POLICY).kind == "looped"  # 7 chunks: 112 KB

@@ -260,8 +260,8 @@ def test_a_planted_wrong_regret_is_caught(monkeypatch) -> None:
 
 def test_search_grid_is_the_issue_grid() -> None:
     policies = rowgrid.candidates()
-    assert len(policies) == 3 * 4 * 2 * 3 * 2 * 2 * 4 * 2
-    assert {p.staged_row_bytes for p in policies} == {(0, 0), (64 * 1024, 110 * 1024)}
+    assert len(policies) == 3 * 4 * 2 * 3 * 2 * 2 * 4 * 3
+    assert {p.staged_row_bytes for p in policies} == {(0, 0), (32 * 1024, 110 * 1024), (64 * 1024, 110 * 1024)}
     assert {p.wide_chunk for p in policies} == {0, 32768}
     assert {p.chunk_waste for p in policies} == {-1.0, 0.15, 0.3}
     assert {p.max_block_bytes for p in policies} == {16384, 32768, 65536}

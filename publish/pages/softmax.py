@@ -269,10 +269,17 @@ def _refused(c: CaseResult, variant: str) -> bool:
     return m is not None and m.error is not None and not m.error.startswith("check failed")
 
 
+def _installed(c: CaseResult, variant: str) -> bool:
+    """The peer was there to ask: a run on a machine without its package records the
+    absence as a refusal ("... is not installed"), which says nothing of the peer."""
+    m = c.variants.get(variant)
+    return m is not None and "is not installed" not in (m.error or "")
+
+
 def liger_observations(view: StudyView) -> list[Claim]:
     """Liger-Kernel's widest row, and its bf16 backward's accuracy."""
     out: list[Claim] = []
-    with_liger = [c for c in view.results.cases.values() if "liger" in c.variants]
+    with_liger = [c for c in view.results.cases.values() if _installed(c, "liger")]
     wide = [c for c in with_liger if c.params["cols"] > LIGER_WIDEST]
     narrow = [c for c in with_liger if c.params["cols"] <= LIGER_WIDEST]
     if wide:
