@@ -34,13 +34,22 @@ _LOOSE_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
 _OTHER_BREAKS = re.compile(r"[\u2028\u2029\x0b\x0c\x85]")
 # A character that starts a block when it opens a line (lists, quotes, rules, setext).
 _LINE_START = re.compile(r"^(\s*)([-+:=])")
+# Terminal control: colour and cursor sequences (ESC [ ... letter; CUTLASS's DSL colours its
+# errors) and the other C0 controls, which a page would show as stray "[91m" or nothing.
+_TERMINAL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]?|[\x00-\x08\x0e-\x1f\x7f]")
+
+
+def readable(text: str) -> str:
+    """``text`` without terminal control sequences and control characters (tabs and line
+    breaks stay)."""
+    return _TERMINAL.sub("", text)
 
 
 def data_text(value: Any) -> Markup:
     """``value`` as inert text for a Markdown page (or any HTML context)."""
     if hasattr(value, "__html__"):  # already markup produced by the site's own helpers
         return Markup(value.__html__())
-    text = _OTHER_BREAKS.sub(" ", str(value))
+    text = _OTHER_BREAKS.sub(" ", readable(str(value)))
     # (Each reference starts with '&' and ends with ';', both non-word characters, so an
     # underscore keeps the kind of neighbours it had.)
     text = _LOOSE_UNDERSCORE.sub("&#95;", text.translate(_ENTITIES))
@@ -62,7 +71,7 @@ def plain_label(value: Any) -> str:
     """Text for a place that interprets a little HTML of its own (Plotly hover labels,
     legend and axis names): the characters ``<`` ``>`` ``&`` become entities and Plotly's
     ``%{...}`` template markers are broken, so a label can hold no tag, link or template."""
-    text = re.sub(r"[\r\n\u2028\u2029\x0b\x0c\x85]+", " ", str(value))
+    text = re.sub(r"[\r\n\u2028\u2029\x0b\x0c\x85]+", " ", readable(str(value)))
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return text.replace("%{", "%\u200b{")
 

@@ -23,9 +23,11 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # Every page of the registry, and the review page built from what they report.
 PAGES = [p.output.replace(".md", ".html") for p in pages()] + ["review.html"]
 # What must never reach a reader: template syntax, Python reprs, markup shown as text
-# (a backtick: Markdown code left unrendered, e.g. inside an HTML block).
+# (a backtick: Markdown code left unrendered, e.g. inside an HTML block), and terminal colour
+# codes from a peer's error message ("[91m").
 LEFTOVERS = re.compile(
     r"\{\{|\}\}|\{%|%\}|object at 0x|Markup\(|Num\(|Text\(|Source\(|\bNone\b|\bnan\b|Undefined|[<>`]"
+    r"|\x1b|\[\d{1,3}(?:;\d{1,3})*m"
 )
 
 

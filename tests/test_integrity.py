@@ -338,6 +338,17 @@ def test_data_text_escapes_every_markdown_and_html_character() -> None:
     assert "|" not in out and "\n" not in out and "a_b" in out and "_c_" not in out
 
 
+def test_terminal_colour_codes_in_run_text_never_reach_a_reader() -> None:
+    # QuACK's CUTLASS DSL colours its errors; the run file keeps them as raised.
+    from publish.safe import data_text, plain_label
+
+    raised = "CUDADialectError: \x1b[91m\x1b[1merror[CUDA_LAUNCH_INVALID_CONFIG]:\x1b[0m CUDA launch failed\x07"
+    for out in (str(data_text(raised)), plain_label(raised)):
+        assert "\x1b" not in out and "[91m" not in out and "[0m" not in out and "\x07" not in out
+        assert "CUDA&#95;LAUNCH" in out or "CUDA_LAUNCH" in out
+        assert "error" in out and "launch failed" in out
+
+
 # ----------------------------------------------------------------------------- 6. strict JSON, safe CSV
 
 

@@ -258,6 +258,7 @@ def policy() -> dict[str, int]:
     return {
         "fwd_block_kb": SOFTMAX_POLICY.max_block_bytes // 1024,
         "bwd_block_kb": SOFTMAX_BACKWARD_POLICY.max_block_bytes // 1024,
+        "staged_high_kb": SOFTMAX_POLICY.staged_row_bytes[1] // 1024,
     }
 
 
@@ -474,7 +475,6 @@ PAGE = StudyPage(
         Bandwidth("fwd", (OURS, "liger", "quack", "compile", "torch", "eager")),
         Bandwidth("fwd+bwd", (OURS, "liger", "quack", "compile", "torch", "eager")),
         DeviceVsEager("fwd", (OURS, "torch", "liger", "quack")),
-        DeviceVsEager("fwd+bwd", (OURS, "torch", "liger", "quack")),
         plans_chart,
         WarmCold("fwd"),
     ),
