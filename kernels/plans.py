@@ -280,6 +280,7 @@ ROW_POLICY_B48A875 = RowPolicy(
 # small calls: at 64 x 131072 (16.8 MB) eager calls took 26.6-27.6 µs with it (run
 # softmax-20261202T160526Z-8cdc8c2-quick) against 21.6 with two launches (run
 # softmax-20261201T072307Z-ebbf780).
+SOFTMAX_POLICY_FITTED_ON = "rowgrid-20261202T184902Z-48b96d9"
 SOFTMAX_POLICY = RowPolicy(
     max_block_bytes=32 * 1024,
     chunk=16384,
@@ -331,6 +332,9 @@ CROSS_ENTROPY_POLICY = replace(
 # the backward holds h, dy and the residual's gradient, and keeps whole rows to 32 KB too.
 # The one-launch split and the staged plan: not yet timed for it (no staged kernel).
 RMSNORM_POLICY = ROW_POLICY_B48A875
+# The grid run each operator's shipped forward thresholds were fitted on (the grid page
+# scores them as held out on every other run); RMSNorm's came from softmax's cells.
+POLICY_FITTED_ON: dict[str, str] = {"softmax": SOFTMAX_POLICY_FITTED_ON}
 RMSNORM_BACKWARD_POLICY = RowPolicy(max_block_bytes=32 * 1024, chunk=8192)
 # Row sum: one read, no second pass, so rows stay whole up to 32 KB and wider ones loop in
 # 8192-element blocks (a single pass keeps the looped plan at the minimum traffic).

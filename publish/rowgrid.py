@@ -137,6 +137,12 @@ def shipped_policy(op: str) -> Any:
     return plans.RMSNORM_POLICY if op == "rmsnorm" else plans.SOFTMAX_POLICY
 
 
+def shipped_fitted_on(op: str) -> str | None:
+    """The grid run the operator's shipped thresholds were fitted on (kernels/plans.py
+    ``POLICY_FITTED_ON``), or None where they were set by hand."""
+    return _plans().POLICY_FITTED_ON.get(op)
+
+
 @dataclass(frozen=True)
 class Choice:
     cell: Cell

@@ -342,3 +342,18 @@ def test_only_with_a_caret_selects_softmax_grid_cells_alone() -> None:
     assert {c["op"] for c in every} == {"softmax", "rmsnorm"}
     assert softmax and {c["op"] for c in softmax} == {"softmax"}
     assert len(softmax) == sum(c["op"] == "softmax" for c in every)
+
+
+def test_the_shipped_rule_is_in_sample_only_on_the_run_it_was_fitted_on(monkeypatch) -> None:
+    older = _run("rowgrid-a", "2026-12-01T00:00:00Z", _threshold_cells(264))
+    newer = _run("rowgrid-b", "2026-12-02T00:00:00Z", _threshold_cells(66))
+    a = rowgrid.analyse(StudyResults("rowgrid", [older, newer]))
+
+    def roles(fitted: dict[str, str]) -> dict[str, str]:
+        monkeypatch.setattr(kernels.plans, "POLICY_FITTED_ON", fitted)
+        rows = page.rules_table(a).rows
+        return {r["run"].text: r["role"].text for r in rows if r["rule"].text == rowgrid.SHIPPED}
+
+    assert roles({"softmax": "rowgrid-a"}) == {"rowgrid-a": "fitted here (in-sample)", "rowgrid-b": "held out"}
+    assert roles({}) == {"rowgrid-a": "set by hand", "rowgrid-b": "set by hand"}
+    assert set(roles({"softmax": "rowgrid-elsewhere"}).values()) == {"held out"}

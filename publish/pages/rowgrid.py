@@ -28,6 +28,7 @@ from publish.rowgrid import (
     policy_texts,
     report_lines,
     score,
+    shipped_fitted_on,
 )
 from publish.runs import Run
 from publish.studypage.spec import StudyPage
@@ -92,10 +93,15 @@ def _table_id(name: str, op: str) -> str:
     return f"rowgrid-{name}" if op == "softmax" else f"rowgrid-{op}-{name}"
 
 
-def _role(a: Analysis, run: Run, rule: str) -> str:
+def _role(a: Analysis, run: Run, rule: str, op: str = "softmax") -> str:
     fitted_on = next((f.fitted_on.run.run_id for f in a.fits if f.fitted_on.rule == rule), None)
+    if fitted_on is None and rule == SHIPPED:
+        # the run the shipped thresholds were fitted on, as kernels/plans.py records it
+        fitted_on = shipped_fitted_on(op)
+        if fitted_on is None:
+            return "set by hand"
     if fitted_on is None:
-        return "set by hand" if rule == SHIPPED else "fixed rule"
+        return "fixed rule"
     return "fitted here (in-sample)" if fitted_on == run.run_id else "held out"
 
 
@@ -118,7 +124,7 @@ def rules_table(a: Analysis, op: str = "softmax") -> Table:
                 {
                     "rule": Text(rule, RULES.get(rule, "grid search over " + ", ".join(GRID))),
                     "run": Text(run.run_id),
-                    "role": Text(_role(a, run, rule)),
+                    "role": Text(_role(a, run, rule, op)),
                     "mean": _mean(s),
                     "p90": _p90(s),
                     "over": _over(s),
