@@ -589,3 +589,8 @@ def test_each_pages_claims_are_those_its_context_holds(stored_site) -> None:
     for p in pages_with_claims:
         alone = list(dict.fromkeys((c.id, c.status, str(c.text)) for c in p.claims(report.data)))
         assert alone == shown.get(p.output, []), p.output
+
+
+def test_softmax_page_states_the_staged_plans_widest_row(built) -> None:
+    text = _text((built / "softmax.html").read_text())
+    assert "staged (forward, Hopper): a row of up to 110 KB is copied once" in text, text[:300]

@@ -140,3 +140,19 @@ def test_softmax_stages_rows_of_32_to_110_kb() -> None:
     assert plan_rows(1000, 5000, 2, 132, POLICY, "staged").kind == "staged"  # forcing builds it anyway
     with pytest.raises(ValueError, match="shared memory"):
         plan_rows(1000, 131072, 2, 132, POLICY, "staged")  # 256 KB
+
+
+def test_rmsnorm_policy_never_stages_nor_takes_softmax_steps() -> None:
+    from kernels.plans import RMSNORM_POLICY
+
+    assert RMSNORM_POLICY.staged_row_bytes == (0, 0) and RMSNORM_POLICY.one_launch_bytes == 0
+    assert plan_rows(4096, 50257, 2, 132, RMSNORM_POLICY, pad=7).label == "looped-8192"  # no staged kernel
+    assert plan_rows(100, 65536, 2, 132, RMSNORM_POLICY).kind == "looped"  # splits below half the SMs only
+
+
+def test_cross_entropy_policies_start_from_the_b48a875_rule() -> None:
+    from kernels.plans import CROSS_ENTROPY_LOSS_POLICY, CROSS_ENTROPY_POLICY
+
+    for p in (CROSS_ENTROPY_POLICY, CROSS_ENTROPY_LOSS_POLICY):
+        assert plan_rows(100, 128256, 2, 132, p).label == "looped-4096"  # 100 rows: past half the SMs
+        assert plan_rows(4096, 151936, 2, 132, p).label == "looped-4096"  # no 32768-element wide step

@@ -357,3 +357,30 @@ def test_the_shipped_rule_is_in_sample_only_on_the_run_it_was_fitted_on(monkeypa
     assert roles({"softmax": "rowgrid-a"}) == {"rowgrid-a": "fitted here (in-sample)", "rowgrid-b": "held out"}
     assert roles({}) == {"rowgrid-a": "set by hand", "rowgrid-b": "set by hand"}
     assert set(roles({"softmax": "rowgrid-elsewhere"}).values()) == {"held out"}
+
+
+def test_the_grid_stages_the_row_with_its_alignment_window() -> None:
+    from bench.studies.rowgrid import cell_plans
+
+    # 49149 + 7 window elements cross a chunk boundary: 13 chunks, as the planner counts them
+    staged = dataclasses.replace(SOFTMAX_POLICY, staged_row_bytes=(32 * 1024, 110 * 1024))
+    planned = kernels.plans.plan_rows(4096, 49149, 2, 132, staged, None, 7)
+    assert cell_plans(4096, 49149)["staged-4096"].chunks == planned.chunks == 13
+    assert "staged-4096" not in cell_plans(4096, 114687)  # 114694 elements: 29 chunks, 232 KB
+
+
+def test_field_text_names_the_staged_bounds() -> None:
+    assert rowgrid.field_text((0, 0)) == "never"
+    assert rowgrid.field_text((32 * 1024, 110 * 1024)) == "above 32 KB up to 110 KB"
+    staged = dataclasses.replace(SOFTMAX_POLICY, staged_row_bytes=(64 * 1024, 110 * 1024))
+    assert rowgrid.policy_texts(staged)["staged_row_bytes"] == "above 64 KB up to 110 KB"
+
+
+def test_rmsnorm_shipped_rule_is_set_by_hand_whatever_softmax_was_fitted_on(monkeypatch) -> None:
+    monkeypatch.setattr(kernels.plans, "POLICY_FITTED_ON", {"softmax": "rowgrid-a"})
+    runs = [_run("rowgrid-a", "2026-12-01T00:00:00Z", _as_rmsnorm(_threshold_cells(264))),
+            _run("rowgrid-b", "2026-12-02T00:00:00Z", _as_rmsnorm(_threshold_cells(66)))]  # fmt: skip
+    a = rowgrid.analyse(StudyResults("rowgrid", runs), "rmsnorm")
+    rows = page.rules_table(a, "rmsnorm").rows
+    roles = {r["run"].text: r["role"].text for r in rows if r["rule"].text == rowgrid.SHIPPED}
+    assert roles == {"rowgrid-a": "set by hand", "rowgrid-b": "set by hand"}
