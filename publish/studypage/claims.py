@@ -503,13 +503,16 @@ def decision(view: StudyView, targets: list[Claim]) -> dict[str, object]:
     for peer, cases in beaten_by.items():
         worst = min(cases, key=lambda c: c.ratio(peer, view.ours).value)  # type: ignore[union-attr]
         if studies.shape(view.study) == ("rows", "cols"):
-            where = "all at widths " + ", ".join(str(w) for w in sorted({c.params["cols"] for c in cases}))
+            widths = sorted({c.params["cols"] for c in cases})
+            where = ("all at width " if len(widths) == 1 else "all at widths ") + ", ".join(str(w) for w in widths)
         else:  # a shape of more dimensions than a width: the shapes themselves
             shapes = sorted({c.dims: c.shape for c in cases}.items())
             where = "at " + (", ".join(s for _, s in shapes[:8]) + (" and others" if len(shapes) > 8 else ""))
         conclusion.append(
             sentence(
-                "{peer} was faster on the device in {k} cases, {where}; the largest gap is {x} at {case}.",
+                "{peer} was faster on the device in {k} "
+                + ("case" if len(cases) == 1 else "cases")
+                + ", {where}; the largest gap is {x} at {case}.",
                 peer=view.label(peer),
                 k=Num(len(cases), "count"),
                 where=where,
