@@ -147,10 +147,8 @@ def staged_split(x: torch.Tensor, y: torch.Tensor, parts: int, chunk: int, warps
     staged_split_kernel[(grid,)](*args, **consts, num_warps=warps, launch_cooperative_grid=True)
 
 
-def main() -> None:
-    sys.path.insert(0, ".")
-    from bench.timing import Warmup
-
+def copy_bandwidth() -> float:
+    """GB/s of a device-to-device copy (read + write), measured here."""
     dev = torch.device("cuda")
     a = torch.empty(1 << 28, device=dev, dtype=torch.float32)
     b = torch.empty_like(a)
@@ -162,18 +160,43 @@ def main() -> None:
         b.copy_(a)
     end.record()
     end.synchronize()
-    copy_gbps = 2 * a.numel() * 4 * 20 / (start.elapsed_time(end) / 1e3) / 1e9
-    del a, b
+    return 2 * a.numel() * 4 * 20 / (start.elapsed_time(end) / 1e3) / 1e9
+
+
+def staged_split_variants(variants, xs, ys, rows, cols, esize, dev) -> None:  # type: ignore[no-untyped-def]
+    """This probe's kernel in every parts x (chunk, warps) that fits shared memory."""
+    for parts in (2, 3, 4, 6, 8, 16, 32):
+        for chunk, warps in ((4096, 8), (2048, 4)):
+            nchunk, _ = plan(cols, esize, parts, chunk)
+            if nchunk * chunk * esize > 200 * 1024 or (nchunk * chunk * esize < 16 * 1024 and parts > 2):
+                continue
+            if parts > 1 and nchunk * chunk * esize * parts < cols * esize - chunk * esize:
+                continue
+            scratch = (torch.empty(rows * parts * 2, device=dev), torch.zeros(rows + 2, device=dev, dtype=torch.int32))
+            variants[f"ss-p{parts}-c{chunk}w{warps}"] = lambda i, c=(parts, chunk, warps), s=scratch: staged_split(
+                xs[i], ys[i], *c, s
+            )
+
+
+SHAPES = ((64, 131072, torch.bfloat16), (64, 131072, torch.float32), (64, 131075, torch.bfloat16),
+          (128, 131072, torch.bfloat16), (8, 1048576, torch.bfloat16), (4096, 151936, torch.bfloat16),
+          (256, 65536, torch.bfloat16), (1024, 100003, torch.bfloat16))  # fmt: skip
+
+
+def main(shapes=SHAPES, add_variants=staged_split_variants) -> None:  # type: ignore[no-untyped-def]
+    """Time torch.softmax, ours and the variants ``add_variants`` adds at every shape (cold L2,
+    graph replay), each checked against float64 twice (the second launch after the first)."""
+    sys.path.insert(0, ".")
+    from bench.timing import Warmup
+
+    copy_gbps = copy_bandwidth()
     print(json.dumps({"copy_GBps": round(copy_gbps, 1)}), flush=True)
-    warm = Warmup(dev)
-    shapes = ((64, 131072, torch.bfloat16), (64, 131072, torch.float32), (64, 131075, torch.bfloat16),
-              (128, 131072, torch.bfloat16), (8, 1048576, torch.bfloat16), (4096, 151936, torch.bfloat16),
-              (256, 65536, torch.bfloat16), (1024, 100003, torch.bfloat16))  # fmt: skip
+    warm = Warmup(torch.device("cuda"))
     for rows, cols, dtype in shapes:
-        run_shape(rows, cols, dtype, warm, copy_gbps)
+        run_shape(rows, cols, dtype, warm, copy_gbps, add_variants)
 
 
-def run_shape(rows: int, cols: int, dtype: torch.dtype, warm: object, copy_gbps: float) -> None:
+def run_shape(rows: int, cols: int, dtype: torch.dtype, warm: object, copy_gbps: float, add_variants) -> None:  # type: ignore[no-untyped-def]
     from bench.timing import make_timer, rotation_sets
     from kernels import softmax
 
@@ -186,17 +209,7 @@ def run_shape(rows: int, cols: int, dtype: torch.dtype, warm: object, copy_gbps:
     ys = [torch.empty_like(x) for x in xs]
     ref = torch.softmax(xs[0].double(), -1)
     variants = {"torch": lambda i: torch.softmax(xs[i], -1), "ours": lambda i: softmax(xs[i])}
-    for parts in (2, 3, 4, 6, 8, 16, 32):
-        for chunk, warps in ((4096, 8), (2048, 4)):
-            nchunk, _ = plan(cols, esize, parts, chunk)
-            if nchunk * chunk * esize > 200 * 1024 or (nchunk * chunk * esize < 16 * 1024 and parts > 2):
-                continue
-            if parts > 1 and nchunk * chunk * esize * parts < cols * esize - chunk * esize:
-                continue
-            scratch = (torch.empty(rows * parts * 2, device=dev), torch.zeros(rows + 2, device=dev, dtype=torch.int32))
-            variants[f"ss-p{parts}-c{chunk}w{warps}"] = lambda i, c=(parts, chunk, warps), s=scratch: staged_split(
-                xs[i], ys[i], *c, s
-            )
+    add_variants(variants, xs, ys, rows, cols, esize, dev)
     for name, fn in variants.items():
         warm.maybe_burst()  # type: ignore[attr-defined]
         try:

@@ -23,8 +23,6 @@ cooperative.
 from __future__ import annotations
 
 import json
-import statistics
-import sys
 
 import torch
 from triton.experimental import gluon
@@ -120,14 +118,7 @@ def staged_split_online_kernel(x_ptr, y_ptr, stats_ptr, sync_ptr, n_rows, x_stri
         gl.store(sync_ptr + z, gl.zeros([1024], gl.int32, edge_layout), mask=z < 2)
 
 
-def cdiv(a: int, b: int) -> int:
-    return (a + b - 1) // b
-
-
-def plan(width: int, esize: int, parts: int, chunk: int) -> tuple[int, int]:
-    vec = 16 // esize
-    return cdiv(cdiv(width + vec - 1, chunk), parts), vec
-
+from probe_staged_split import main, plan  # noqa: E402  (the timing harness and the row plan)
 
 _GRID: dict[tuple, int | None] = {}
 
@@ -156,43 +147,8 @@ def staged_split(x: torch.Tensor, y: torch.Tensor, parts: int, chunk: int, warps
     staged_split_online_kernel[(grid,)](*args, **consts, num_warps=warps, launch_cooperative_grid=True)
 
 
-def main() -> None:
-    sys.path.insert(0, ".")
-    from bench.timing import Warmup
-
-    dev = torch.device("cuda")
-    a = torch.empty(1 << 28, device=dev, dtype=torch.float32)
-    b = torch.empty_like(a)
-    for _ in range(3):
-        b.copy_(a)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(20):
-        b.copy_(a)
-    end.record()
-    end.synchronize()
-    copy_gbps = 2 * a.numel() * 4 * 20 / (start.elapsed_time(end) / 1e3) / 1e9
-    del a, b
-    print(json.dumps({"copy_GBps": round(copy_gbps, 1)}), flush=True)
-    warm = Warmup(dev)
-    for rows, cols, dtype in ((64, 131072, torch.bfloat16), (64, 131075, torch.bfloat16), (32, 262144, torch.bfloat16),
-                              (64, 131072, torch.float32), (8, 1048576, torch.bfloat16)):  # fmt: skip
-        run_shape(rows, cols, dtype, warm, copy_gbps)
-
-
-def run_shape(rows: int, cols: int, dtype: torch.dtype, warm: object, copy_gbps: float) -> None:
-    from bench.timing import make_timer, rotation_sets
-    from kernels import softmax
-
-    dev = torch.device("cuda")
-    gen = torch.Generator(device=dev).manual_seed(rows + cols)
-    esize = torch.tensor([], dtype=dtype).element_size()
-    nbytes = rows * cols * esize * 2
-    sets = rotation_sets(nbytes, torch.cuda.get_device_properties(0).L2_cache_size)
-    xs = [(torch.randn(rows, cols, device=dev, generator=gen) * 3).to(dtype) for _ in range(sets)]
-    ys = [torch.empty_like(x) for x in xs]
-    ref = torch.softmax(xs[0].double(), -1)
-    variants = {"torch": lambda i: torch.softmax(xs[i], -1), "ours": lambda i: softmax(xs[i])}
+def online_variants(variants, xs, ys, rows, cols, esize, dev) -> None:  # type: ignore[no-untyped-def]
+    """This probe's kernel in every parts x (chunk, warps) that fits shared memory."""
     for parts in (2, 3, 4, 6, 8, 16, 32):
         for chunk, warps in ((4096, 8), (2048, 4), (8192, 16)):
             nchunk, _ = plan(cols, esize, parts, chunk)
@@ -202,28 +158,11 @@ def run_shape(rows: int, cols: int, dtype: torch.dtype, warm: object, copy_gbps:
             variants[f"online-p{parts}-c{chunk}w{warps}"] = lambda i, c=(parts, chunk, warps), s=scratch: staged_split(
                 xs[i], ys[i], *c, s
             )
-    for name, fn in variants.items():
-        warm.maybe_burst()  # type: ignore[attr-defined]
-        try:
-            ys[0].fill_(float("nan"))
-            out = fn(0)
-            torch.cuda.synchronize()
-            got = out if isinstance(out, torch.Tensor) else ys[0]
-            err = (got.double() - ref).abs().max().item()
-            fn(0)  # a second launch: the counters were put back to zero
-            torch.cuda.synchronize()
-            got = out if isinstance(out, torch.Tensor) else ys[0]
-            err = max(err, (got.double() - ref).abs().max().item())
-            timer, _ = make_timer(fn, sets, target_ms=0.5)
-            us = statistics.median(timer.sample_us() for _ in range(7))
-            timer.release()
-        except Exception as exc:  # reported, the probe goes on
-            print(json.dumps({"shape": f"{rows}x{cols}", "config": name, "error": repr(exc)[:300]}), flush=True)
-            continue
-        share = nbytes / (copy_gbps * 1e3) / us
-        print(json.dumps({"shape": f"{rows}x{cols}", "dtype": str(dtype)[6:], "config": name, "us": round(us, 2),
-                          "copy_share": round(share, 3), "max_abs_err": err}), flush=True)  # fmt: skip
+
+
+SHAPES = ((64, 131072, torch.bfloat16), (64, 131075, torch.bfloat16), (32, 262144, torch.bfloat16),
+          (64, 131072, torch.float32), (8, 1048576, torch.bfloat16))  # fmt: skip
 
 
 if __name__ == "__main__":
-    main()
+    main(SHAPES, online_variants)
