@@ -61,6 +61,47 @@ def emit(**kw: object) -> None:
     print(json.dumps(kw), flush=True)
 
 
+def copy_32mb(copy: float, l2: int, warm: Warmup) -> None:
+    """A device copy of 32 MB of traffic (16 MB each way), rotated like the study's cold cases."""
+    sets = rotation_sets(32 << 20, l2)
+    src = [torch.randn(8 << 20, device="cuda", dtype=torch.bfloat16) for _ in range(sets)]
+    dst = [torch.empty_like(t) for t in src]
+    us = time_us(lambda i: dst[i].copy_(src[i]), sets, warm)
+    emit(what="copy", MB_traffic=32, us=round(us, 2), share=round(32 * 2**20 / us / 1e3 / copy, 3))
+
+
+def one_shape(rows: int, cols: int, copy: float, l2: int, warm: Warmup, fits: dict) -> None:
+    nbytes = rows * cols * 2
+    sets = rotation_sets(nbytes, l2)
+    gen = torch.Generator(device="cuda").manual_seed(rows * 7 + cols)
+    xs = [torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(sets)]
+    out = [torch.empty(rows, device="cuda", dtype=torch.bfloat16) for _ in range(sets)]
+    ref = xs[0].double().sum(-1)
+    variants = {"ours": lambda i: row_sum(xs[i]), "torch": lambda i: torch.sum(xs[i], -1)}
+    if cols == 4096:
+        for pdl in (False, True):
+            variants[f"rows{'-pdl' if pdl else ''}"] = lambda i, p=pdl: _row_sum_rows[(rows,)](
+                xs[i], out[i], xs[i].stride(0), WIDTH=cols, PDL=p, num_warps=4, launch_pdl=p
+            )
+    for name, fn in variants.items():
+        try:
+            if name.startswith("rows"):
+                out[0].fill_(float("nan"))
+                fn(0)
+                torch.cuda.synchronize()
+                err = (out[0].double() - ref).abs().max().item()
+            else:
+                err = (fn(0).double() - ref).abs().max().item()
+            us = time_us(fn, sets, warm)
+        except Exception as exc:  # reported, the probe goes on
+            emit(shape=f"{rows}x{cols}", variant=name, error=repr(exc)[:300])
+            continue
+        if name in fits:
+            fits[name].append((nbytes, us))
+        emit(shape=f"{rows}x{cols}", variant=name, us=round(us, 2), MB=nbytes / 2**20,
+             share=round(nbytes / us / 1e3 / copy, 3), max_abs_err=err)  # fmt: skip
+
+
 def main() -> None:
     dev = torch.device("cuda")
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
@@ -80,52 +121,17 @@ def main() -> None:
     del a, b
     emit(copy_GBps=round(copy, 1))
 
-    outs = [torch.empty(4096, device=dev) for _ in range(64)]
+    outs = [torch.empty(16384, device=dev) for _ in range(64)]
     for grid in (1, 132, 4096, 16384):
         us = time_us(lambda i, g=grid: _touch[(g,)](outs[i]), 64, warm)
         emit(what="floor", programs=grid, us=round(us, 3))
 
-    # a device copy of 32 MB of traffic (16 MB each way), rotated like the study's cold cases
-    sets = rotation_sets(32 << 20, l2)
-    src = [torch.randn(8 << 20, device=dev, dtype=torch.bfloat16) for _ in range(sets)]
-    dst = [torch.empty_like(t) for t in src]
-    us = time_us(lambda i: dst[i].copy_(src[i]), sets, warm)
-    emit(what="copy", MB_traffic=32, us=round(us, 2), share=round(32 * 2**20 / us / 1e3 / copy, 3))
-    del src, dst
+    copy_32mb(copy, l2, warm)
 
     fits: dict[str, list[tuple[int, float]]] = {"ours": [], "torch": []}
     for rows, cols in ((4096, 4096), (16384, 1024), (16, 1048576), (8192, 4096), (16384, 4096), (65536, 4096),
                        (131072, 4096)):  # fmt: skip
-        nbytes = rows * cols * 2
-        sets = rotation_sets(nbytes, l2)
-        gen = torch.Generator(device=dev).manual_seed(rows * 7 + cols)
-        xs = [torch.randn(rows, cols, device=dev, dtype=torch.bfloat16, generator=gen) for _ in range(sets)]
-        out = [torch.empty(rows, device=dev, dtype=torch.bfloat16) for _ in range(sets)]
-        ref = xs[0].double().sum(-1)
-        variants = {"ours": lambda i: row_sum(xs[i]), "torch": lambda i: torch.sum(xs[i], -1)}
-        if cols == 4096:
-            for pdl in (False, True):
-                variants[f"rows{'-pdl' if pdl else ''}"] = lambda i, p=pdl: _row_sum_rows[(rows,)](
-                    xs[i], out[i], xs[i].stride(0), WIDTH=cols, PDL=p, num_warps=4, launch_pdl=p
-                )
-        for name, fn in variants.items():
-            try:
-                if name.startswith("rows"):
-                    out[0].fill_(float("nan"))
-                    fn(0)
-                    torch.cuda.synchronize()
-                    err = (out[0].double() - ref).abs().max().item()
-                else:
-                    err = (fn(0).double() - ref).abs().max().item()
-                us = time_us(fn, sets, warm)
-            except Exception as exc:  # reported, the probe goes on
-                emit(shape=f"{rows}x{cols}", variant=name, error=repr(exc)[:300])
-                continue
-            if name in fits:
-                fits[name].append((nbytes, us))
-            emit(shape=f"{rows}x{cols}", variant=name, us=round(us, 2), MB=nbytes / 2**20,
-                 share=round(nbytes / us / 1e3 / copy, 3), max_abs_err=err)  # fmt: skip
-        del xs, out
+        one_shape(rows, cols, copy, l2, warm, fits)
         torch.cuda.empty_cache()
     for name, pts in fits.items():
         big = [(n, t) for n, t in pts if n >= 64 << 20]
