@@ -674,16 +674,19 @@ def _split_position(pid, CHUNKS: tl.constexpr, SPAN: tl.constexpr, WIDE: tl.cons
 
 @triton.jit
 def _reduce_chunk(
-    a_ptr, b_ptr, c_ptr, w_ptr, stats_ptr, item,
+    a_ptr, b_ptr, c_ptr, w_ptr, out2_ptr, stats_ptr, item,
     n_rows, a_stride, b_stride, c_stride, out_stride, out2_stride,
     WIDTH: tl.constexpr, BLOCK: tl.constexpr, LANES: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
     ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
     ACCUMULATE: tl.constexpr, COMBINE: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr,
-    EXT: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
+    EXT: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr, EARLY: tl.constexpr,
 ):  # fmt: skip
     # Chunk ``item`` = (row, chunk) reduces its SPAN blocks and writes the chunk's two
     # statistics (8 bytes in fp32) to stats[row, chunk]; it asks L2 to keep the chunk for the
-    # apply pass, which reads it again.
+    # apply pass, which reads it again.  With EARLY (RowOp.early_out2) it also writes the
+    # second output, which needs no statistic, and the apply pass reads that one tensor back
+    # instead of the inputs it came from (RMSNorm: h instead of x and the residual, half the
+    # bytes the apply reads, and the bytes that stay in L2 are the ones just written).
     UNROLL: tl.constexpr = BLOCK // LANES
     PAD: tl.constexpr = VEC - 1 if ALIGN == 2 else 0
     WIDE: tl.constexpr = WIDTH + PAD + BLOCK >= 2**31
@@ -692,7 +695,7 @@ def _reduce_chunk(
     POLICY: tl.constexpr = "" if EXT & 32 else "evict_last"
     row, chunk, first = _split_position(item, CHUNKS, SPAN, WIDE)
     a_base, b_base, _o_base, lead = row_bases(row, a_stride, b_stride, out_stride, VEC, ALIGN)
-    c_base, _o2_base = extra_bases(row, c_stride, out2_stride, VEC, ALIGN)
+    c_base, o2_base = extra_bases(row, c_stride, out2_stride, VEC, ALIGN)
     c_base, w_ptr = row_inputs(c_ptr, w_ptr, c_base, row, lead, row < n_rows, EXT)
     if SPAN == 1:
         # A chunk of one block is folded as one [1, BLOCK] row tile: one reduction across the
@@ -704,10 +707,12 @@ def _reduce_chunk(
         if (first >= LO) & (first < HI):
             a, b = _load_full(a_ptr, b_ptr, a_base, b_base, k, A_CAST, HAS_B, ACC, POLICY)
             c, w = _load_cw(c_ptr, w_ptr, c_base, k, lead, None, None, False, EXT, ALIGN, ACC, POLICY)
+            _early(EARLY, a, b, c, w, out2_ptr, o2_base, k, None)
         else:
             load, inside, _store = window_masks(k, lead, WIDTH, VEC, ALIGN, False)
             a, b = _load_ab(a_ptr, b_ptr, a_base, b_base, k, load, inside, A_CAST, A_FILL, HAS_B, ACC, POLICY)
             c, w = _load_cw(c_ptr, w_ptr, c_base, k, lead, load, inside, True, EXT, ALIGN, ACC, POLICY)
+            _early(EARLY, a, b, c, w, out2_ptr, o2_base, k, inside)
         m, s = _fold(ACCUMULATE, tl.full((1,), M_INIT, ACC), tl.zeros((1,), ACC), a, b, c, w, EXT, ARG)
     else:
         m = tl.full((LANES,), M_INIT, ACC)
@@ -719,11 +724,26 @@ def _reduce_chunk(
             a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, whole, WIDTH, VEC, ALIGN,
                                A_CAST, A_FILL, HAS_B, ACC, POLICY)  # fmt: skip
             c, w = _load_cw_lanes(c_ptr, w_ptr, c_base, k, lead, whole, WIDTH, VEC, ALIGN, EXT, ACC, POLICY)
+            if EARLY is not None:
+                if whole:
+                    _early(EARLY, a, b, c, w, out2_ptr, o2_base, k, None)
+                else:
+                    _load, inside, _store = window_masks(k, lead, WIDTH, VEC, ALIGN, True)
+                    _early(EARLY, a, b, c, w, out2_ptr, o2_base, k, inside)
             m, s = _fold(ACCUMULATE, m, s, a, b, c, w, EXT, ARG)
         m, s = lanes_to_row(m, s, COMBINE, ACC, M_INIT)
     slot = stats_ptr + (row * CHUNKS + chunk) * 2
     tl.store(slot, m)
     tl.store(slot + 1, s)
+
+
+@triton.jit
+def _early(EARLY: tl.constexpr, a, b, c, w, out2_ptr, o2_base, k, mask):
+    # The reduce pass's write of the second output (RowOp.early_out2), element by element
+    # inside the row where ``mask`` is given (a tile at the row's ends: the apply pass reads
+    # every element back, the partial 16-byte groups included).
+    if EARLY is not None:
+        tl.store(out2_ptr + o2_base + k, _out(EARLY(a, b, c, w), out2_ptr), mask=mask)
 
 
 @triton.jit
@@ -753,11 +773,13 @@ def _apply_chunk(
     ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
     COMBINE: tl.constexpr, APPLY: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr,
     EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr, WAIT: tl.constexpr,
+    READS_OUT2: tl.constexpr,
 ):  # fmt: skip
     # Chunk ``item`` merges its row's statistics and writes its outputs, reading the chunk
     # again (from L2, where the reduce pass asked to keep it).  WAIT: launched as a
     # programmatic dependent of the reduce launch, the program reads its first block (the
-    # input, which the reduce does not write) before it waits for the reduce's statistics.
+    # input, which the reduce does not write) before it waits for the reduce's statistics;
+    # with READS_OUT2 its input is the reduce's second output, so it waits first.
     UNROLL: tl.constexpr = BLOCK // LANES
     PAD: tl.constexpr = VEC - 1 if ALIGN == 2 else 0
     WIDE: tl.constexpr = WIDTH + PAD + BLOCK >= 2**31
@@ -776,10 +798,12 @@ def _apply_chunk(
         c_base, w_ptr = row_inputs(c_ptr, w_ptr, c_base, row, lead, row < n_rows, EXT)
         full = (first >= LO) & (first < HI)
         k = lane_offsets(first, LANES, UNROLL, WIDE)
+        if WAIT and READS_OUT2:
+            gdc_wait()
         a, b = _load_lanes(a_ptr, b_ptr, a_base, b_base, k, lead, full, WIDTH, VEC, ALIGN,
                            A_CAST, A_FILL, HAS_B, ACC, "evict_first")  # fmt: skip
         c, w = _load_cw_lanes(c_ptr, w_ptr, c_base, k, lead, full, WIDTH, VEC, ALIGN, EXT, ACC, "evict_first")
-        if WAIT:
+        if WAIT and not READS_OUT2:
             gdc_wait()
         m, s = _merge_row_stats(stats_ptr, row, CHUNKS, COMBINE, ACC, ".cg", M_INIT)
         m, s = _finish(FINISH, m, s, EXT, WIDTH, ARG)
@@ -802,21 +826,21 @@ def _apply_chunk(
 
 @triton.jit(do_not_specialize=_INTS)
 def row_split_reduce_kernel(
-    a_ptr, b_ptr, c_ptr, w_ptr, stats_ptr,
+    a_ptr, b_ptr, c_ptr, w_ptr, out2_ptr, stats_ptr,
     n_rows: tl.int64, a_stride: tl.int64, b_stride: tl.int64, c_stride: tl.int64, out_stride: tl.int64,
     out2_stride: tl.int64,
     WIDTH: tl.constexpr, BLOCK: tl.constexpr, LANES: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
     ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
     ACCUMULATE: tl.constexpr, COMBINE: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr,
-    EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
+    EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr, EARLY: tl.constexpr,
 ):  # fmt: skip
     # One program per (row, chunk).
     if COMPILED:  # the apply launch may start as this one's last programs run
         gdc_launch_dependents()
-    _reduce_chunk(a_ptr, b_ptr, c_ptr, w_ptr, stats_ptr, tl.program_id(0),
+    _reduce_chunk(a_ptr, b_ptr, c_ptr, w_ptr, out2_ptr, stats_ptr, tl.program_id(0),
                   n_rows, a_stride, b_stride, c_stride, out_stride, out2_stride,
                   WIDTH, BLOCK, LANES, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B, ACCUMULATE, COMBINE, CHUNKS, SPAN,
-                  EXT, M_INIT, ARG)  # fmt: skip
+                  EXT, M_INIT, ARG, EARLY)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=_INTS)
@@ -828,14 +852,16 @@ def row_split_apply_kernel(
     ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
     COMBINE: tl.constexpr, APPLY: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr,
     EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
+    READS_OUT2: tl.constexpr,
 ):  # fmt: skip
     # One program per (row, chunk), a programmatic dependent of the reduce launch: that hides
     # the gap between the launches, a few µs that rows of a few hundred KB cannot afford
-    # (gdc_wait returns at once without a dependent launch).
+    # (gdc_wait returns at once without a dependent launch).  READS_OUT2: a is the reduce's
+    # second output (launched with a = out2 and the extended flags of a one-input call).
     _apply_chunk(a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, rstat_ptr, stats_ptr, tl.program_id(0),
                  n_rows, a_stride, b_stride, c_stride, out_stride, out2_stride,
                  WIDTH, BLOCK, LANES, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B, COMBINE, APPLY, CHUNKS, SPAN,
-                 EXT, FINISH, M_INIT, ARG, COMPILED)  # fmt: skip
+                 EXT, FINISH, M_INIT, ARG, COMPILED, READS_OUT2)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=_INTS)
@@ -846,7 +872,7 @@ def row_split_one_launch_kernel(
     WIDTH: tl.constexpr, BLOCK: tl.constexpr, LANES: tl.constexpr, VEC: tl.constexpr, ALIGN: tl.constexpr,
     ACC: tl.constexpr, A_CAST: tl.constexpr, A_FILL: tl.constexpr, HAS_B: tl.constexpr,
     ACCUMULATE: tl.constexpr, COMBINE: tl.constexpr, APPLY: tl.constexpr, CHUNKS: tl.constexpr, SPAN: tl.constexpr,
-    EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr,
+    EXT: tl.constexpr, FINISH: tl.constexpr, M_INIT: tl.constexpr, ARG: tl.constexpr, EARLY: tl.constexpr,
 ):  # fmt: skip
     # The split in one launch, its work handed out in order from one counter: tickets
     # [0, n) are the (row, chunk) reduce items, [n, 2n) the apply items, row by row.  A
@@ -868,10 +894,10 @@ def row_split_one_launch_kernel(
     while ticket < 2 * n_items:
         following = tl.atomic_add(sync_ptr, 1, sem="relaxed")
         if ticket < n_items:
-            _reduce_chunk(a_ptr, b_ptr, c_ptr, w_ptr, stats_ptr, ticket.to(tl.int64),
+            _reduce_chunk(a_ptr, b_ptr, c_ptr, w_ptr, out2_ptr, stats_ptr, ticket.to(tl.int64),
                           n_rows, a_stride, b_stride, c_stride, out_stride, out2_stride,
                           WIDTH, BLOCK, LANES, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B, ACCUMULATE, COMBINE,
-                          CHUNKS, SPAN, EXT, M_INIT, ARG)  # fmt: skip
+                          CHUNKS, SPAN, EXT, M_INIT, ARG, EARLY)  # fmt: skip
             tl.debug_barrier()  # the statistics' stores, every thread's, before the release
             tl.atomic_add(ready + ticket // CHUNKS, 1, sem="release")
         else:
@@ -879,10 +905,16 @@ def row_split_one_launch_kernel(
             seen = tl.atomic_add(ready + item // CHUNKS, 0, sem="acquire")
             while seen < CHUNKS:
                 seen = tl.atomic_add(ready + item // CHUNKS, 0, sem="acquire")
-            _apply_chunk(a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, rstat_ptr, stats_ptr, item.to(tl.int64),
-                         n_rows, a_stride, b_stride, c_stride, out_stride, out2_stride,
-                         WIDTH, BLOCK, LANES, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B, COMBINE, APPLY, CHUNKS, SPAN,
-                         EXT, FINISH, M_INIT, ARG, False)  # fmt: skip
+            if EARLY is None:
+                _apply_chunk(a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, rstat_ptr, stats_ptr, item.to(tl.int64),
+                             n_rows, a_stride, b_stride, c_stride, out_stride, out2_stride,
+                             WIDTH, BLOCK, LANES, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B, COMBINE, APPLY, CHUNKS,
+                             SPAN, EXT, FINISH, M_INIT, ARG, False, False)  # fmt: skip
+            else:  # a = the second output, read back without c and not written again (EXT_C | EXT_OUT2 = 10)
+                _apply_chunk(out2_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, rstat_ptr, stats_ptr, item.to(tl.int64),
+                             n_rows, out2_stride, b_stride, c_stride, out_stride, out2_stride,
+                             WIDTH, BLOCK, LANES, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B, COMBINE, APPLY, CHUNKS,
+                             SPAN, EXT - (EXT & 10), FINISH, M_INIT, ARG, False, True)  # fmt: skip
         ticket = following
     tl.debug_barrier()
     if tl.atomic_add(sync_ptr + 1, 1, sem="acq_rel") == tl.num_programs(0) - 1:
@@ -917,7 +949,12 @@ class RowOp:
     (a row sum writes only the per-row ``rstat``).  ``args``: ``accumulate`` and ``apply``
     take ``ARG`` as a last argument too (cross-entropy's soft cap and label smoothing); ``ARG``
     may then be a tuple of floats.  ``staged``: the op's kernel for the ``staged`` plan (a
-    Gluon kernel with the row kernels' signature), or None where it has none."""
+    Gluon kernel with the row kernels' signature), or None where it has none.
+    ``early_out2``: ``(a, b, c, w) -> out2`` where the second output needs no statistic
+    (RMSNorm's updated residual, ``a + c``): the split plans then write it in their reduce
+    pass and their apply pass reads it back in place of ``a`` and ``c`` (one row of bytes
+    to read in the apply instead of two, and the one just written, likeliest still in L2).
+    ``apply`` then sees ``a = out2`` as stored (rounded to its dtype) and ``c = 0``."""
 
     name: str
     row: Any
@@ -931,6 +968,7 @@ class RowOp:
     has_out: bool = True
     args: bool = False
     staged: Any = None
+    early_out2: Any = None
 
     @property
     def extended(self) -> bool:
@@ -1067,6 +1105,7 @@ class _Step:
     programs_per_row: int = 1
     pdl: bool = False  # a programmatic dependent launch of the step before it
     coop: bool = False  # a cooperative launch of at most the programs the GPU holds at once
+    strides: tuple[str, ...] = ("a", "b", "c", "out", "out2")  # whose row strides the kernel's five are
 
 
 def _steps(
@@ -1078,6 +1117,7 @@ def _steps(
     cast = _TL_DTYPES[out_dtype] if not op.has_b else acc
     shape = (width, plan.block, vec, align, acc, cast, op.a_fill, op.has_b)
     tail = (ext, op.finish, op.m_init, (arg if isinstance(arg, tuple) else float(arg)) if ext else 0.0)
+    early = op.early_out2 if ext & EXT_OUT2 else None
     if plan.kind == "block":
         consts = (*shape[:2], plan.rows_per_program, *shape[2:], op.row, op.apply, op.accumulate, *tail)
         return [_Step(_BLOCK_L, consts, ROW_ROLES, rows_per_program=plan.rows_per_program)]
@@ -1085,7 +1125,7 @@ def _steps(
     lanes = (width, plan.block, min(plan.block, plan.num_warps * 32 * vec), *shape[2:])
     if plan.one_launch:
         roles = (*ROW_ROLES, "stats", "sync")
-        consts = (*lanes, op.accumulate, op.combine, op.apply, plan.chunks, plan.span, *tail)
+        consts = (*lanes, op.accumulate, op.combine, op.apply, plan.chunks, plan.span, *tail, early)
         return [_Step(_ONE_LAUNCH_L, consts, roles, 1, plan.chunks, coop=True)]
     if plan.kind == STAGED:
         if op.staged is None or ext or acc == tl.float64:
@@ -1095,12 +1135,17 @@ def _steps(
     if plan.kind == "looped":
         consts = (*lanes, op.accumulate, op.combine, op.apply, plan.stages, plan.evict, *tail)
         return [_Step(_LOOPED_L, consts, ROW_ROLES)]
-    return [
-        _Step(_SPLIT_REDUCE_L, (*lanes, op.accumulate, op.combine, plan.chunks, plan.span, *tail),
-              ("a", "b", "c", "w", "stats"), 1, plan.chunks),
-        _Step(_SPLIT_APPLY_L, (*lanes, op.combine, op.apply, plan.chunks, plan.span, *tail), (*ROW_ROLES, "stats"),
-              1, plan.chunks, pdl=not INTERPRETER),
-    ]  # fmt: skip
+    reduce = _Step(_SPLIT_REDUCE_L, (*lanes, op.accumulate, op.combine, plan.chunks, plan.span, *tail, early),
+                   ("a", "b", "c", "w", "out2", "stats"), 1, plan.chunks)  # fmt: skip
+    if early is None:
+        apply = _Step(_SPLIT_APPLY_L, (*lanes, op.combine, op.apply, plan.chunks, plan.span, *tail, False),
+                      (*ROW_ROLES, "stats"), 1, plan.chunks, pdl=not INTERPRETER)  # fmt: skip
+    else:  # a = the reduce's second output, read back without c and not written again
+        tail_apply = (ext & ~(EXT_C | EXT_OUT2), *tail[1:], True)
+        apply = _Step(_SPLIT_APPLY_L, (*lanes, op.combine, op.apply, plan.chunks, plan.span, *tail_apply),
+                      ("out2", "b", "c", "w", "out", "out2", "rstat", "stats"), 1, plan.chunks, pdl=not INTERPRETER,
+                      strides=("out2", "b", "c", "out", "out2"))  # fmt: skip
+    return [reduce, apply]
 
 
 def _scratch(plan: RowPlan, n_rows: int, device: torch.device | int, acc64: bool) -> dict[str, torch.Tensor]:
@@ -1122,12 +1167,11 @@ def _compile_ahead(
     """Compile and load the kernels of ``plan`` for these tensors without launching them."""
     n_rows, width = a.shape
     tensors = _row_tensors(a, b, out, extras)
-    strides = _strides(tensors)
     tensors.update(_scratch(plan, n_rows, a.device, torch.float64 in (a.dtype, out.dtype)))
     for step in _steps(op, plan, width, vec, align, a.dtype, out.dtype, extras.flags(op), extras.arg):
         kernel = step.launcher.kernel
         compiled = kernel.fn.warmup(
-            *[tensors[r] for r in step.roles], n_rows, *strides, grid=(1,),
+            *[tensors[r] for r in step.roles], n_rows, *_strides(tensors, step.strides), grid=(1,),
             **dict(zip(kernel.const_names, step.consts, strict=True)), num_warps=plan.num_warps, num_stages=3,
             **launch_options(step.pdl, step.coop),
         )  # fmt: skip
@@ -1187,8 +1231,8 @@ def _row_tensors(
     }  # fmt: skip
 
 
-def _strides(t: dict[str, torch.Tensor]) -> tuple[int, ...]:
-    return (t["a"].stride(0), t["b"].stride(0), t["c"].stride(0), t["out"].stride(0), t["out2"].stride(0))
+def _strides(t: dict[str, torch.Tensor], roles: tuple[str, ...] = ("a", "b", "c", "out", "out2")) -> tuple[int, ...]:
+    return tuple(t[r].stride(0) for r in roles)
 
 
 def run_rows(
@@ -1206,11 +1250,10 @@ def run_rows(
     if n_rows == 0 or width == 0:
         return
     tensors = _row_tensors(a, b, out, extras)
-    strides = _strides(tensors)
     tensors.update(_scratch(plan, n_rows, a.device, torch.float64 in (a.dtype, out.dtype)))
     for step in _steps(op, plan, width, vec, align, a.dtype, out.dtype, extras.flags(op), extras.arg):
         step.launcher(
-            [tensors[r] for r in step.roles], n_rows, strides, step.consts, plan.num_warps,
+            [tensors[r] for r in step.roles], n_rows, _strides(tensors, step.strides), step.consts, plan.num_warps,
             step.rows_per_program, step.programs_per_row, step.pdl,
             [r == "w" and not extras.w_per_row for r in step.roles], step.coop,
         )  # fmt: skip
@@ -1276,7 +1319,7 @@ class _Prepared:
             grid = cdiv(n_rows, step.rows_per_program) * step.programs_per_row
             if bound is None:  # the first call of this key: Triton compiles and launches
                 everything = {**tensors, **(scratch or {})}
-                args = (*[everything[r] for r in step.roles], n_rows, *strides)
+                args = (*[everything[r] for r in step.roles], n_rows, *_strides(tensors, step.strides))
                 fn = step.launcher.kernel.fn
                 consts = dict(zip(step.launcher.kernel.const_names, step.consts, strict=True))
                 options = launch_options(step.pdl, step.coop)
@@ -1307,7 +1350,7 @@ class _Prepared:
             if scratch:
                 ptrs.update({k: v.data_ptr() for k, v in scratch.items()})
             launch(grid, 1, 1, stream, function, coop, pdl, None, None, metadata, None, None, None,
-                   *[ptrs[r] for r in step.roles], n_rows, *strides, *step.consts)  # fmt: skip
+                   *[ptrs[r] for r in step.roles], n_rows, *_strides(tensors, step.strides), *step.consts)  # fmt: skip
 
     def bind_pair(self) -> tuple[Any, ...] | None:
         """The two-launch split's launches for :meth:`split_call`, once both are bound."""
@@ -1329,7 +1372,7 @@ class _Prepared:
         grid = n_rows * chunks
         stream = current_stream(self.index)
         l0(grid, 1, 1, stream, f0, c0, p0, None, None, m0, None, None, None,
-           pa, pb, pa, pa, ps, n_rows, sa, sb, sa, so, so, *consts0)  # fmt: skip
+           pa, pb, pa, pa, po, ps, n_rows, sa, sb, sa, so, so, *consts0)  # fmt: skip
         l1(grid, 1, 1, stream, f1, c1, p1, None, None, m1, None, None, None,
            pa, pb, pa, pa, po, po, po, ps, n_rows, sa, sb, sa, so, so, *consts1)  # fmt: skip
 

@@ -73,6 +73,13 @@ def _fwd_apply(a, b, c, w, m, s):
 
 
 @triton.jit
+def _fwd_residual(a, b, c, w):
+    # The split plans write h in their reduce pass (RowOp.early_out2); their apply reads h
+    # back as a, with c = 0, and normalizes h as stored: what F.rms_norm(x + residual) sees.
+    return a + c
+
+
+@triton.jit
 def _bwd_accumulate(m, s, a, b, c, w):
     return m + tl.sum(a * a, axis=1), s + tl.sum(b * w * a, axis=1)
 
@@ -90,7 +97,7 @@ def _bwd_apply(a, b, c, w, m, s):
 
 
 FORWARD = RowOp("rms_norm", None, _fwd_accumulate, _sum_both, _fwd_apply, a_fill=0.0, has_b=False,
-                finish=_fwd_finish, m_init=0.0)  # fmt: skip
+                finish=_fwd_finish, m_init=0.0, early_out2=_fwd_residual)  # fmt: skip
 BACKWARD = RowOp("rms_norm_backward", None, _bwd_accumulate, _sum_both, _bwd_apply, a_fill=0.0, has_b=True,
                  finish=_bwd_finish, m_init=0.0)  # fmt: skip
 
