@@ -56,6 +56,10 @@ def test_residual_rms_norm_real_sizes_every_plan(shape, plan, dtype) -> None:
     w = randn((shape[-1],), dtype, scale=0.1, shift=1.0, seed=3).requires_grad_()
     y, h = kernels.rms_norm(x, (shape[-1],), w, eps, residual=r, plan=plan)
     y_ref, h_ref = reference(x.detach(), r.detach(), w.detach(), eps)
+    x2d = x.detach().reshape(-1, shape[-1])
+    if (plan or rmsnorm.plan_for(x2d, torch.empty_like(x2d))[0].kind) == "split":
+        # the split plans normalize h as they return it (RowOp.early_out2; test_rmsnorm.y_reference)
+        y_ref = y_ref * (h.detach().double() / h_ref).nan_to_num(1.0)
     assert_close(y, y_ref, dtype, "y")
     assert_close(h, h_ref, dtype, "h")
     dy, dh = randn(shape, dtype, seed=4), randn(shape, dtype, seed=5)
