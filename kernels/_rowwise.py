@@ -1391,6 +1391,24 @@ _HOOKS = knobs.runtime.launch_enter_hook  # a profiler's hooks need Triton's own
 _GENERAL: Any = object()  # RowCall.lane: this key's plan is not one bound launch
 
 
+class _SplitLane:
+    """RowCall.lane's entry for a key whose plan is the split: the prepared one-launch form
+    (taken by calls that read at most ``one_launch_bytes``, outside a capture) and the
+    two-launch form (the rest), each filled once the first call of its form has bound it."""
+
+    __slots__ = ("one", "pair")
+
+    def __init__(self) -> None:
+        self.one: _Prepared | None = None
+        self.pair: _Prepared | None = None
+
+    def fill(self, prepared: _Prepared) -> None:
+        if prepared.one is not None:
+            self.one = prepared
+        elif prepared.pair is not None:
+            self.pair = prepared
+
+
 class RowCall:
     """The eager launch path of one :class:`RowOp` under one policy.
 
@@ -1407,7 +1425,7 @@ class RowCall:
         self._unstaged = replace(policy, staged_row_bytes=(0, 0))
         self._prepared: dict[tuple[Any, ...], _Prepared] = {}
         self._thresholds: dict[int, tuple[float, float, int]] = {}
-        self._lane: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # see lane()
+        self._lane: dict[tuple[Any, ...], Any] = {}  # see lane(): a bound launch, a _SplitLane or _GENERAL
 
     def lane(self, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor) -> None:
         """``self(a, b, out)`` for a call with no extras and the planner's plan, at the least
@@ -1416,9 +1434,10 @@ class RowCall:
         Where the prepared launch is one bound kernel launch (block and looped plans), the
         call is that launch and nothing else: the key is read from the tensors, the launch
         taken from a dict of its own, and the compiled launcher called.  A key whose plan is
-        not one bound launch (a split) is remembered as such and goes straight to
-        ``__call__``, as does every call the dict cannot serve (the first of a key, another
-        GPU, a profiler's launch hook)."""
+        the split goes straight to the split's bound launches (one launch or two, by the rule
+        ``__call__`` applies), without ``__call__``'s second key and lookup.  Any other plan,
+        and every call the dict cannot serve (the first of a key or of a split's form,
+        another GPU, a profiler's launch hook), goes to ``__call__``."""
         n_rows, width = a.shape
         index = a.get_device()
         th = self._thresholds.get(index)
@@ -1433,6 +1452,24 @@ class RowCall:
         key = (width, a.dtype, b_dtype, out.dtype, index, n_rows < th[0], n_rows >= th[1], n_rows <= 1,
                pa & 15, pb & 15, po & 15, sa & 7, sb & 7, so & 7)  # fmt: skip
         hit = self._lane.get(key)
+        if type(hit) is _SplitLane:
+            # The split, straight to its bound launches: what __call__ would do after a
+            # second lookup (the same rule for the one launch, the same key otherwise).
+            if index == current_device() and not _HOOKS.calls:
+                one = (n_rows < th[0] and n_rows * width * a.element_size() <= self.policy.one_launch_bytes
+                       and not capturing())  # fmt: skip
+                prepared = hit.one if one else hit.pair
+                if prepared is not None and n_rows * prepared.plan.chunks <= MAX_GRID_X:
+                    if one:
+                        prepared.one_launch_call(pa, pb, po, sa, sb, so, n_rows)
+                    else:
+                        prepared.split_call(pa, pb, po, sa, sb, so, n_rows)
+                    return
+            self(a, b, out)
+            found = self._lookup(a, b, out, None, _NO_EXTRAS)
+            if found is not None:
+                hit.fill(found[0])
+            return
         if hit is not None:
             if hit is not _GENERAL and n_rows <= hit[6] and index == current_device() and not _HOOKS.calls:
                 launch, function, metadata, coop, pdl, rows_per_program, _limit, consts = hit
@@ -1448,7 +1485,10 @@ class RowCall:
         found = self._lookup(a, b, out, None, _NO_EXTRAS) if width else None
         if found is not None:
             single = found[0].single
-            if single is None:
+            if found[0].one is not None or found[0].pair is not None:
+                entry = self._lane[key] = _SplitLane()
+                entry.fill(found[0])
+            elif single is None:
                 self._lane[key] = _GENERAL
             else:
                 launch, function, metadata, coop, pdl, rows_per_program, consts = single

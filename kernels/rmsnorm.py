@@ -605,7 +605,11 @@ def rms_norm(
             bfloat16 and float32 inputs (not the 16-bit types' own, whatever its docstring
             says; checked against torch 2.13) and float64's for float64.
         residual: ``x``'s shape and dtype.  Given, ``h = x + residual`` (summed in fp32) is
-            normalized and returned as the updated residual, in the same launch.
+            normalized and returned as the updated residual, in the same launch.  The
+            statistic is always that of the fp32 sum; the block and looped plans scale the
+            fp32 sum, the split plan (few rows too wide for one program) scales ``h`` as
+            returned, rounded to ``x``'s dtype (as ``F.rms_norm(x + residual)`` does): its
+            second pass reads ``h`` back instead of ``x`` and ``residual``, half the bytes.
         plan: ``None`` lets the planner choose (its backward is the fused pass below for
             rows ``FUSED_MIN_WIDTH`` to ``FUSED_MAX_WIDTH`` wide when the weight's gradient
             is wanted, a row plan and a column sum otherwise); ``"block"``, ``"looped"`` or

@@ -225,9 +225,9 @@ def test_lane_launches_what_the_general_path_launches(monkeypatch, backward, wid
     assert len(call._lane) == 2
 
 
-def test_lane_sends_a_split_plan_to_the_general_path(monkeypatch) -> None:
-    # A split key is remembered as "not one launch": later calls go to __call__ without a
-    # second lookup, and never launch a single kernel in its place.
+def test_lane_sends_a_plan_it_cannot_bind_to_the_general_path(monkeypatch) -> None:
+    # A key whose plan is neither one bound launch nor a bound split is remembered as such:
+    # later calls go to __call__ without a second lookup.
     monkeypatch.setattr(rw, "INTERPRETER", False)
     monkeypatch.setattr(rw, "current_device", lambda: 0)
     a = _gpu0(torch.empty(4, 65536, dtype=torch.bfloat16))
@@ -236,13 +236,64 @@ def test_lane_sends_a_split_plan_to_the_general_path(monkeypatch) -> None:
     calls = []
     monkeypatch.setattr(rw.RowCall, "__call__", lambda self, *args, **kw: calls.append(args))
     call._thresholds[0] = (66.0, 1056.0, 132)
-    split = rw._Prepared(rw.RowPlan("split", 2048, 4, chunks=32), [], 0, False)
-    monkeypatch.setattr(call, "_lookup", lambda *args: (split, (), ()))
+    unbound = rw._Prepared(rw.RowPlan("split", 2048, 4, chunks=32), [], 0, False)
+    monkeypatch.setattr(call, "_lookup", lambda *args: (unbound, (), ()))
     call.lane(a, None, out)
     assert call._lane and all(v is rw._GENERAL for v in call._lane.values())
     monkeypatch.setattr(call, "_lookup", lambda *args: pytest.fail("a second lookup"))
     call.lane(a, None, out)
     assert len(calls) == 2
+
+
+@pytest.mark.parametrize("one", [False, True], ids=["two-launches", "one-launch"])
+def test_lane_takes_a_bound_split_as_call_would(monkeypatch, one) -> None:
+    # A split key: the first call goes through __call__, the lane remembers the prepared
+    # split, and the next calls launch the same kernels with the same arguments (but the
+    # statistics' scratch) without __call__ or a second lookup.  Above one_launch_bytes, or
+    # while a stream captures, the one-launch form is not taken.
+    monkeypatch.setattr(rw, "INTERPRETER", False)
+    monkeypatch.setattr(rw, "current_device", lambda: 0)
+    monkeypatch.setattr(rw, "current_stream", lambda index: 12345)
+    rows, width, stride = 3, 50257, 50264
+    a = _gpu0(torch.empty(rows, stride, dtype=torch.bfloat16)[:, :width])
+    out = _gpu0(torch.empty(rows, stride + 16, dtype=torch.bfloat16)[:, :width])
+    plan, steps, prepared, launches = _prepared(FORWARD, POLICY, rows, width, 8, rw.ALIGN_WINDOW)
+    if one:
+        plan = dataclasses.replace(plan, one_launch=True)
+        steps = rw._steps(FORWARD, plan, width, 8, rw.ALIGN_WINDOW, torch.bfloat16, torch.bfloat16)
+        prepared = rw._Prepared(plan, steps, "cpu", False)
+        launches = [Recorder("one")]
+        prepared.bound, prepared.resident = [(launches[0], "function0", "metadata0", 1, 0)], [5]
+        prepared.one = (prepared.bound[0], steps[0].consts, 5, plan.chunks, torch.float32)
+    monkeypatch.setattr(rw, "_one_launch_scratch", lambda n, c, d, t: (torch.empty(n * c * 2), torch.zeros(n + 2)))
+    call = rw.RowCall(FORWARD, POLICY if one else dataclasses.replace(POLICY, one_launch_bytes=0))
+    call._thresholds[0] = (66.0, 1056.0, 132)
+    lookups = []
+
+    def lookup(a, b, out, force, extras, eager=True):  # type: ignore[no-untyped-def]
+        lookups.append(1)
+        pa, po, sa, so = a.data_ptr(), out.data_ptr(), a.stride(0), out.stride(0)
+        return prepared, (pa, pa, pa, pa, po, po, po), (sa, sa, sa, so, so)
+
+    monkeypatch.setattr(call, "_lookup", lookup)
+    call.lane(a, None, out)  # the first: through __call__, then remembered
+    first = [r.calls.pop() for r in launches]
+    entry = next(iter(call._lane.values()))
+    assert isinstance(entry, rw._SplitLane) and (entry.one if one else entry.pair) is prepared
+    seen = len(lookups)
+    call.lane(a, None, out)  # a hit: the bound split, no lookup
+    assert len(lookups) == seen
+    again = [r.calls.pop() for r in launches]
+    for step, f, g in zip(steps, first, again, strict=True):
+        differ = [i for i, (x, y) in enumerate(zip(f, g, strict=True)) if x != y]
+        scratch = {HEAD + step.roles.index(r) for r in ("stats", "sync") if r in step.roles}
+        assert set(differ) <= scratch, differ  # each call's own scratch, nothing else
+    if one:  # while a stream captures, the one-launch form is not the one to take
+        monkeypatch.setattr(rw, "capturing", lambda: True)
+        calls = []
+        monkeypatch.setattr(rw.RowCall, "__call__", lambda self, *args, **kw: calls.append(args))
+        call.lane(a, None, out)
+        assert calls and not any(r.calls for r in launches)
 
 
 @pytest.mark.parametrize(
