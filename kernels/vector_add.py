@@ -24,7 +24,7 @@ import triton
 import triton.language as tl
 
 from kernels._checks import ACCEPTED, FLOAT_NAMES, check_device, check_same_device, check_tensor, eager_path
-from kernels._launch import current_device
+from kernels._launch import FastKernel, current_device
 from kernels.plans import cdiv
 
 BLOCKS = (1024, 2048, 4096, 8192)  # elements per program: the block-size variants
@@ -57,6 +57,14 @@ def _warps(block: int) -> int:
     return 4 if block <= 2048 else 8
 
 
+# Launched through FastKernel: Triton's own launch path cost 38-42 µs of host time per call
+# on the H200 machine, at any length, against torch.add's 6.5 (notes/probe_rowsum_host.py,
+# 2026-12-02).  The key holds what the compiled code depends on besides the constexprs: the
+# device, the three pointers' dtypes and their 16-byte alignment (n is int64 and never
+# specialized; alpha is an fp32 argument).
+_ADD = FastKernel(add_kernel)
+
+
 def add_flat(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, alpha: float = 1.0, block: int | None = None) -> None:
     """``out = a + alpha * b`` over contiguous tensors of one shape and dtype (any device the
     interpreter or a GPU runs)."""
@@ -64,12 +72,17 @@ def add_flat(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, alpha: float =
     if n == 0:
         return
     block = block or DEFAULT_BLOCK
-    grid = (cdiv(n, block),)
-    if a.is_cuda and a.device.index != current_device():
-        with torch.cuda.device(a.device):
-            add_kernel[grid](a, b, out, n, float(alpha), BLOCK=block, HAS_ALPHA=alpha != 1, num_warps=_warps(block))
+    index = a.get_device()
+    pa, pb, po = a.data_ptr(), b.data_ptr(), out.data_ptr()
+    key = (index, a.dtype, b.dtype, out.dtype, pa & 15 == 0, pb & 15 == 0, po & 15 == 0)
+    args = (a, b, out, n, float(alpha))
+    consts = (block, alpha != 1)
+    grid = (cdiv(n, block), 1, 1)
+    if index >= 0 and index != current_device():
+        with torch.cuda.device(index):
+            _ADD.launch(key, index, grid, args, consts, _warps(block))
         return
-    add_kernel[grid](a, b, out, n, float(alpha), BLOCK=block, HAS_ALPHA=alpha != 1, num_warps=_warps(block))
+    _ADD.launch(key, index, grid, args, consts, _warps(block))
 
 
 def _forward(a: torch.Tensor, b: torch.Tensor, alpha: float, block: int | None) -> torch.Tensor:

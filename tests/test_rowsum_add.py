@@ -118,6 +118,36 @@ def test_add_every_block_size_writes_exactly_its_elements(n, dtype, block) -> No
     assert_close(out, a.double() + 0.5 * b.double(), dtype, "a + 0.5 b")
 
 
+def test_add_launch_cache_key_and_arguments(monkeypatch) -> None:
+    """On a GPU, add launches through FastKernel's cache (Triton's own path cost 38-42 µs of
+    host time a call): a call whose key is cached passes the compiled launcher the grid,
+    the stream and exactly the arguments Triton's path gets; a pointer of another 16-byte
+    alignment, another dtype or alpha = 1 is another key."""
+    from kernels import _launch
+
+    monkeypatch.setattr(_launch, "current_stream", lambda index: 777)
+    n = 3 * 4096 + 5
+    a, b = randn((n,), torch.bfloat16, "ka"), randn((n,), torch.bfloat16, "kb")
+    out = torch.empty(n, dtype=torch.bfloat16)
+    calls: list[tuple] = []
+    key = (a.get_device(), torch.bfloat16, torch.bfloat16, torch.bfloat16, True, True, True)
+    cached = (key, (4096, True), 8, 3, False, False)
+    monkeypatch.setitem(vector_add._ADD._cache, cached, (lambda *args: calls.append(args), "fn", "meta"))
+    add_flat(a, b, out, 0.5)
+    assert len(calls) == 1
+    got = calls.pop()
+    assert got[:6] == (4, 1, 1, 777, "fn", "meta") and got[6] is None
+    assert got[9:] == (a, b, out, n, 0.5, 4096, True)
+    for other in (torch.empty(n + 1, dtype=torch.bfloat16)[1:],):  # another alignment: Triton's path
+        add_flat(a, b, other, 0.5)
+        assert not calls
+        assert_close(other, a.double() + 0.5 * b.double(), torch.bfloat16, "misaligned output")
+    add_flat(a, b, out, 1.0)  # alpha = 1 compiles without the multiply: another key
+    assert not calls
+    add_flat(a.float(), b.float(), out.float(), 0.5)
+    assert not calls
+
+
 def test_add_like_torch_gradients_broadcast_promotion_and_non_finite() -> None:
     a = randn((6, 33), torch.float32, "ga").requires_grad_()
     b = randn((33,), torch.float32, "gb").requires_grad_()  # broadcast along rows
