@@ -1314,6 +1314,7 @@ class _Prepared:
             return
         scratch = _scratch(plan, n_rows, self.index, self.acc64) if plan.kind == "split" else None
         stream = -1
+        ptrs: dict[str, int] | None = None  # every role's pointer, read once for all the steps
         for i, step in enumerate(self.steps):
             bound = self.bound[i]
             grid = cdiv(n_rows, step.rows_per_program) * step.programs_per_row
@@ -1346,9 +1347,10 @@ class _Prepared:
             if stream == -1:
                 stream = current_stream(self.index)
             launch, function, metadata, coop, pdl = bound
-            ptrs = {k: v.data_ptr() for k, v in tensors.items()}
-            if scratch:
-                ptrs.update({k: v.data_ptr() for k, v in scratch.items()})
+            if ptrs is None:
+                ptrs = {k: v.data_ptr() for k, v in tensors.items()}
+                if scratch:
+                    ptrs.update({k: v.data_ptr() for k, v in scratch.items()})
             launch(grid, 1, 1, stream, function, coop, pdl, None, None, metadata, None, None, None,
                    *[ptrs[r] for r in step.roles], n_rows, *_strides(tensors, step.strides), *step.consts)  # fmt: skip
 
