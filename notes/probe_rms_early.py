@@ -25,26 +25,15 @@ from dataclasses import replace
 import torch
 
 sys.path.insert(0, ".")
+sys.path.insert(0, "notes")
+from probe_staged_split import copy_bandwidth  # the copy peak, measured the same way in every probe
+
 from bench.timing import Warmup, make_timer, rotation_sets
 from kernels._rowwise import RowExtras, run_rows
 from kernels.rmsnorm import FORWARD, plan_for
 
 SHAPES = ((64, 131072), (64, 131075), (32, 262144), (128, 131072), (8, 1048576), (256, 65536), (1024, 32768))
 EPS = 1e-6
-
-
-def copy_bandwidth() -> float:
-    a = torch.empty(1 << 28, device="cuda", dtype=torch.float32)
-    b = torch.empty_like(a)
-    for _ in range(3):
-        b.copy_(a)
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(20):
-        b.copy_(a)
-    e.record()
-    e.synchronize()
-    return 2 * a.numel() * 4 * 20 / (s.elapsed_time(e) / 1e3) / 1e9
 
 
 def emit(**kw: object) -> None:

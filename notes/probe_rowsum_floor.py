@@ -27,6 +27,9 @@ import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 sys.path.insert(0, ".")
+sys.path.insert(0, "notes")
+from probe_staged_split import copy_bandwidth  # the copy peak, measured the same way in every probe
+
 from bench.timing import Warmup, make_timer, rotation_sets
 from kernels import row_sum
 
@@ -106,19 +109,7 @@ def main() -> None:
     dev = torch.device("cuda")
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     warm = Warmup(dev)
-    a = torch.empty(1 << 28, device=dev, dtype=torch.float32)
-    b = torch.empty_like(a)
-    for _ in range(3):
-        b.copy_(a)
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(20):
-        b.copy_(a)
-    e.record()
-    e.synchronize()
-    copy = 2 * a.numel() * 4 * 20 / (s.elapsed_time(e) / 1e3) / 1e9
-    del a, b
+    copy = copy_bandwidth()
     emit(copy_GBps=round(copy, 1))
 
     outs = [torch.empty(16384, device=dev) for _ in range(64)]
