@@ -125,6 +125,25 @@ def test_every_element_written_and_no_guard_touched(plan, dtype, layout) -> None
     assert_dx_close(dx, dx_ref, h, w, eps, dy, dtype, dh)
 
 
+@pytest.mark.parametrize("plan", [p for p in SMALL_PLANS if p.kind == "split"], ids=lambda p: p.label)
+def test_split_reads_h_back_through_its_own_stride(plan) -> None:
+    """The split's second pass reads h back (RowOp.early_out2) through h's row stride, which
+    need not be x's: here x, the residual, y and h all have rows of other lengths."""
+    rows, width, eps, dtype = 5, 300, 1e-5, torch.bfloat16
+
+    def rows_of(stride: int, what: str) -> torch.Tensor:
+        return randn((rows, stride), dtype, ("hs", what, plan.label))[:, 8 : 8 + width]
+
+    x, r = rows_of(320, "x"), rows_of(336, "r")  # each row 8 elements (16 bytes) in
+    y, h = rows_of(352, "y"), rows_of(312, "h")
+    w = randn((width,), dtype, "hsw", scale=1.0, shift=1.0)
+    assert len({t.stride(0) for t in (x, r, y, h)}) == 4
+    forward_rows(x, y, w, eps, r, h, plan)
+    h_ref = reference(x, w, eps, r)[1]
+    assert_close(h, h_ref, dtype, "h")
+    assert_close(y, y_reference(x, w, eps, r, h, "split"), dtype, "y")
+
+
 # ----------------------------------------------------------------------- the functional against float64
 
 CASES = [
