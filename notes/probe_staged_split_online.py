@@ -25,15 +25,10 @@ from __future__ import annotations
 import json
 
 import torch
+from probe_staged_split import _exp, main, plan  # the shipped kernel's e^x, the timing harness and the row plan
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
-
-
-@gluon.jit
-def _exp(x):
-    return gl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x * 1.4426950408889634],
-                                     dtype=gl.float32, is_pure=True, pack=1)  # fmt: skip
 
 
 @gluon.jit
@@ -117,8 +112,6 @@ def staged_split_online_kernel(x_ptr, y_ptr, stats_ptr, sync_ptr, n_rows, x_stri
             gl.store(ready + r + z, gl.zeros([1024], gl.int32, edge_layout), mask=r + z < n_rows)
         gl.store(sync_ptr + z, gl.zeros([1024], gl.int32, edge_layout), mask=z < 2)
 
-
-from probe_staged_split import main, plan  # noqa: E402  (the timing harness and the row plan)
 
 _GRID: dict[tuple, int | None] = {}
 
