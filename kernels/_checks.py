@@ -23,6 +23,12 @@ _is_compiling = torch.compiler.is_compiling
 _functorch_active = torch._C._are_functorch_transforms_active
 
 
+def on_gpu(t: torch.Tensor) -> bool:
+    """``t.is_cuda``: the common-call tests of the functionals ask through this, so that the
+    CPU suite can run them under the interpreter (tests/test_common_calls.py)."""
+    return t.is_cuda
+
+
 # Plain tensors and parameters (a layer's weight or bias is one); any other subclass goes
 # through the registered op, which its __torch_function__ / __torch_dispatch__ understands.
 _PLAIN_TYPES = frozenset((torch.Tensor, torch.nn.Parameter))

@@ -1009,6 +1009,8 @@ class RowExtras:
 
 _NO_EXTRAS = RowExtras()
 ROW_ROLES = ("a", "b", "c", "w", "out", "out2", "rstat")
+_ROLE_INDEX = {r: i for i, r in enumerate((*ROW_ROLES, "stats", "sync"))}  # _Prepared.bound_call's pointers
+_STRIDE_INDEX = {r: i for i, r in enumerate(("a", "b", "c", "out", "out2"))}  # and its strides
 
 _TL_DTYPES = {
     torch.float16: tl.float16,
@@ -1265,7 +1267,7 @@ class _Prepared:
     binding, no specialization key, no ``data_ptr()`` or pointer-attribute query per tensor
     inside the launcher, no launch hooks)."""
 
-    __slots__ = ("acc64", "bound", "index", "one", "pair", "plan", "resident", "single", "steps")
+    __slots__ = ("acc64", "bound", "fast", "index", "one", "pair", "plan", "resident", "single", "steps")
 
     def __init__(self, plan: RowPlan, steps: list[_Step], index: int, acc64: bool) -> None:
         self.plan, self.steps, self.index, self.acc64 = plan, steps, index, acc64
@@ -1279,6 +1281,8 @@ class _Prepared:
         self.pair: tuple[Any, ...] | None = None
         # The one-launch split without extras, likewise (see one_launch_call).
         self.one: tuple[Any, ...] | None = None
+        # Every step of any plan, with or without extras, once all are bound (see bound_call).
+        self.fast: tuple[Any, ...] | None = None
 
     def __call__(
         self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, n_rows: int, extras: RowExtras = _NO_EXTRAS
@@ -1341,6 +1345,8 @@ class _Prepared:
                     elif step.coop:
                         self.one = (bound, step.consts, self.resident[i], self.plan.chunks,
                                     torch.float64 if self.acc64 else torch.float32)  # fmt: skip
+                    if None not in self.bound:
+                        self.fast = self.bind_fast()
                 continue
             if step.coop:
                 grid = min(grid, self.resident[i])
@@ -1360,6 +1366,37 @@ class _Prepared:
             return None
         dtype = torch.float64 if self.acc64 else torch.float32
         return (self.bound[0], self.steps[0].consts, self.bound[1], self.steps[1].consts, self.plan.chunks, dtype)
+
+    def bind_fast(self) -> tuple[Any, ...]:
+        """Every step's bound launch with the positions of its pointers in (a, b, c, w, out,
+        out2, rstat, stats, sync) and of its strides in (a, b, c, out, out2), for
+        :meth:`bound_call`."""
+        steps = tuple(
+            (*bound, tuple(_ROLE_INDEX[r] for r in step.roles), tuple(_STRIDE_INDEX[r] for r in step.strides),
+             step.rows_per_program, step.programs_per_row, self.resident[i] if step.coop else 0, step.consts)
+            for i, (bound, step) in enumerate(zip(self.bound, self.steps, strict=True))
+        )  # fmt: skip
+        scratch = ("one" if self.plan.one_launch else "split") if self.plan.kind == "split" else None
+        return steps, scratch, self.plan.chunks, torch.float64 if self.acc64 else torch.float32
+
+    def bound_call(self, ptrs: tuple[int, ...], strides: tuple[int, ...], n_rows: int) -> None:
+        """Any plan's launches, extras included, from the seven row roles' pointers and the
+        five row strides (as :meth:`RowCall._lookup` reads them) once :attr:`fast` is bound:
+        the split's scratch and the compiled launches, nothing else.  RMSNorm's residual
+        call and the row sum take it (tests/test_launch_paths.py checks it argument by
+        argument against the general path)."""
+        steps, scratch, chunks, dtype = self.fast  # type: ignore[misc]
+        if scratch == "split":
+            ptrs = (*ptrs, torch.empty(n_rows * chunks * 2, device=self.index, dtype=dtype).data_ptr())
+        elif scratch == "one":
+            stats, sync = _one_launch_scratch(n_rows, chunks, self.index, dtype)
+            ptrs = (*ptrs, stats.data_ptr(), sync.data_ptr())
+        stream = current_stream(self.index)
+        for launch, function, metadata, coop, pdl, roles, stride_roles, per_program, per_row, most, consts in steps:
+            grid = -(-n_rows // per_program) * per_row
+            launch(min(grid, most) if most else grid, 1, 1, stream, function, coop, pdl, None, None, metadata,
+                   None, None, None, *[ptrs[i] for i in roles], n_rows, *[strides[i] for i in stride_roles],
+                   *consts)  # fmt: skip
 
     def split_call(self, pa: int, pb: int, po: int, sa: int, sb: int, so: int, n_rows: int) -> None:
         """The two-launch split of a call without extras: one scratch allocation (the chunks'
@@ -1405,9 +1442,9 @@ class _SplitLane:
         self.pair: _Prepared | None = None
 
     def fill(self, prepared: _Prepared) -> None:
-        if prepared.one is not None:
+        if prepared.one is not None or (prepared.fast is not None and prepared.plan.one_launch):
             self.one = prepared
-        elif prepared.pair is not None:
+        elif prepared.pair is not None or prepared.fast is not None:
             self.pair = prepared
 
 
@@ -1496,6 +1533,62 @@ class RowCall:
                 launch, function, metadata, coop, pdl, rows_per_program, consts = single
                 limit = MAX_GRID_X * rows_per_program
                 self._lane[key] = (launch, function, metadata, coop, pdl, rows_per_program, limit, consts)
+
+    def lane_ext(
+        self, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, c: torch.Tensor | None = None,
+        w: torch.Tensor | None = None, out2: torch.Tensor | None = None, rstat: torch.Tensor | None = None,
+        arg: float = 0.0,
+    ) -> None:  # fmt: skip
+        """``self(a, b, out, None, RowExtras(c=c, w=w, out2=out2, rstat=rstat, arg=arg))`` at
+        the least host cost: :meth:`lane` for a call with extras (RMSNorm's residual, weight
+        and updated residual, its backward's inverse RMS, the row sum's output), any plan.
+
+        The key is read from the tensors; a hit launches the prepared plan's bound launches
+        (:meth:`_Prepared.bound_call`) with no :class:`RowExtras` built and no second lookup.
+        The first call of a key (or of a split's one- or two-launch form), another GPU, a
+        profiler's launch hook, and more rows than one launch holds go to ``__call__``."""
+        n_rows, width = a.shape
+        index = a.get_device()
+        th = self._thresholds.get(index)
+        key = None
+        if th is not None and n_rows and width:
+            pa, po, sa, so = a.data_ptr(), out.data_ptr(), a.stride(0), out.stride(0)
+            pb, sb = (pa, sa) if b is None else (b.data_ptr(), b.stride(0))
+            pc, sc = (pa, sa) if c is None else (c.data_ptr(), c.stride(0))
+            po2, so2 = (po, so) if out2 is None else (out2.data_ptr(), out2.stride(0))
+            pw = pa if w is None else w.data_ptr()
+            prs = po if rstat is None else rstat.data_ptr()
+            key = (
+                width, a.dtype, None if b is None else b.dtype, out.dtype, index, n_rows < th[0], n_rows >= th[1],
+                n_rows <= 1, pa & 15, pb & 15, po & 15, sa & 7, sb & 7, so & 7, arg,
+                None if c is None else c.dtype, pc & 15, sc & 7, None if w is None else w.dtype, pw & 15,
+                None if out2 is None else out2.dtype, po2 & 15, so2 & 7, None if rstat is None else rstat.dtype,
+                prs & 15,
+            )  # fmt: skip
+            hit = self._lane.get(key)
+            if hit is not None and hit is not _GENERAL and index == current_device() and not _HOOKS.calls:
+                if type(hit) is _SplitLane:  # the rule __call__ applies to the one-launch split
+                    one = (n_rows < th[0] and n_rows * width * a.element_size() <= self.policy.one_launch_bytes
+                           and not capturing())  # fmt: skip
+                    hit = hit.one if one else hit.pair
+                if hit is not None and n_rows * hit.plan.chunks <= MAX_GRID_X * hit.plan.rows_per_program:
+                    hit.bound_call((pa, pb, pc, pw, po, po2, prs), (sa, sb, sc, so, so2), n_rows)
+                    return
+        extras = RowExtras(c=c, w=w, out2=out2, rstat=rstat, arg=arg)
+        self(a, b, out, None, extras)
+        if key is None:
+            return
+        found = self._lookup(a, b, out, None, extras)
+        if found is None or found[0].fast is None:
+            return
+        prepared = found[0]
+        if prepared.plan.kind == "split":
+            entry = self._lane.get(key)
+            if type(entry) is not _SplitLane:
+                entry = self._lane[key] = _SplitLane()
+            entry.fill(prepared)
+        else:
+            self._lane[key] = prepared
 
     def plan(
         self, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, force: PlanKind | None,

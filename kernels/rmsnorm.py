@@ -26,12 +26,24 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
-from kernels._checks import check_device, check_float, check_plan, check_same_device, check_tensor, eager_path
+from kernels import _checks
+from kernels._checks import (
+    ACCEPTED,
+    _functorch_active,
+    _is_compiling,
+    check_device,
+    check_float,
+    check_plan,
+    check_same_device,
+    check_tensor,
+    eager_path,
+)
 from kernels._launch import FastKernel, current_device
 from kernels._rowwise import RowCall, RowExtras, RowOp, column_sum, row_layout, row_vec, run_rows, sm_count
 from kernels.plans import PLAN_KINDS, RMSNORM_BACKWARD_POLICY, RMSNORM_POLICY, RowPlan, next_power_of_2
@@ -312,9 +324,13 @@ def forward_rows(
     """Write RMSNorm of ``x2d (+ residual2d)`` into ``y2d`` and, with a residual, the sum
     into ``h2d``.  Row tensors are ``[rows, width]`` with a contiguous last dimension, the
     weight ``[width]`` contiguous.  ``plan``: a kind to force, a whole :class:`RowPlan` (the
-    studies time every plan through this), or ``None``.  Returns the plan used."""
+    studies time every plan through this), or ``None``.  Returns the plan used (``None`` for
+    the planner's, which :func:`plan_for` names)."""
     if (residual2d is None) != (h2d is None):
         raise ValueError("rms_norm: residual and the updated residual's output come together")
+    if plan is None:
+        _FORWARD_CALL.lane_ext(x2d, None, y2d, residual2d, weight, h2d, None, float(eps))
+        return None
     extras = RowExtras(c=residual2d, w=weight, out2=h2d, arg=float(eps))
     if isinstance(plan, RowPlan):
         vec, align = row_layout(tuple(t for t in (x2d, y2d, residual2d, h2d) if t is not None))
@@ -336,7 +352,11 @@ def backward_rows(
     """Write the input gradient into ``dx2d`` from ``h2d`` (the normalized input), ``dy2d``
     and, with a residual, ``dh2d`` (the gradient reaching the updated residual, added
     through).  ``rstd`` (``[rows]`` fp32), if given, receives each row's recomputed inverse
-    RMS (the weight gradient's row scale)."""
+    RMS (the weight gradient's row scale).  Returns the plan used (``None`` for the
+    planner's, which :func:`plan_for` names)."""
+    if plan is None:
+        _BACKWARD_CALL.lane_ext(h2d, dy2d, dx2d, dh2d, weight, None, rstd, float(eps))
+        return None
     extras = RowExtras(c=dh2d, w=weight, rstat=rstd, arg=float(eps))
     if isinstance(plan, RowPlan):
         vec, align = row_layout(tuple(t for t in (h2d, dy2d, dx2d, dh2d) if t is not None))
@@ -578,6 +598,56 @@ def check_args(
     return float(eps), math.prod(shape)
 
 
+_DEFAULT_EPS = {t: torch.finfo(torch.float64 if t == torch.float64 else torch.float32).eps for t in ACCEPTED}
+_SEQUENCES = (tuple, list, torch.Size)
+
+
+def _common_call(
+    x: Any, normalized_shape: Any, weight: Any, eps: Any, residual: Any, plan: str | None
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor] | None:
+    # The common eager call, recognized before check_args and served by RowCall.lane_ext:
+    # plain contiguous CUDA tensors of one dtype on one GPU, the last dimension normalized,
+    # a weight of that width or none, a float eps or none, the planner's plan, no autograd,
+    # no tracer.  Every test here is one check_args makes too; any that fails (None) sends
+    # the call down the full path, which raises the errors.
+    if not (plan is None and type(x) is torch.Tensor and _checks.on_gpu(x) and x.dtype in ACCEPTED and x.dim() >= 2
+            and x.is_contiguous() and (eps is None or type(eps) is float)):  # fmt: skip
+        return None
+    width = x.shape[-1]
+    if type(normalized_shape) is int:
+        if normalized_shape != width:
+            return None
+    elif type(normalized_shape) not in _SEQUENCES or len(normalized_shape) != 1 or normalized_shape[0] != width:
+        return None
+    index = x.get_device()
+    grad = torch.is_grad_enabled() and x.requires_grad
+    if weight is not None:
+        if not (type(weight) in (torch.Tensor, torch.nn.Parameter) and weight.dtype in ACCEPTED
+                and weight.dim() == 1 and weight.shape[0] == width and weight.is_contiguous()
+                and _checks.on_gpu(weight) and weight.get_device() == index):  # fmt: skip
+            return None
+        grad = grad or (torch.is_grad_enabled() and weight.requires_grad)
+    if residual is not None:
+        if not (type(residual) is torch.Tensor and residual.dtype == x.dtype and residual.shape == x.shape
+                and residual.is_contiguous() and _checks.on_gpu(residual)
+                and residual.get_device() == index):  # fmt: skip
+            return None
+        grad = grad or (torch.is_grad_enabled() and residual.requires_grad)
+    if grad or not width or _is_compiling() or _functorch_active():
+        return None
+    y = torch.empty_like(x)
+    h = None if residual is None else torch.empty_like(x)
+    eps = _DEFAULT_EPS[x.dtype] if eps is None else eps
+    if x.dim() == 2:
+        _FORWARD_CALL.lane_ext(x, None, y, residual, weight, h, None, eps)
+    else:
+        _FORWARD_CALL.lane_ext(
+            x.view(-1, width), None, y.view(-1, width), None if residual is None else residual.view(-1, width),
+            weight, None if h is None else h.view(-1, width), None, eps,
+        )  # fmt: skip
+    return y if h is None else (y, h)
+
+
 def rms_norm(
     x: torch.Tensor,
     normalized_shape: Sequence[int] | int | torch.Tensor,
@@ -631,6 +701,9 @@ def rms_norm(
         ValueError: shapes that do not match, an empty ``normalized_shape``, a tensor on
             another device, an unknown ``plan``, ``x`` on the CPU outside the interpreter.
     """
+    fast = _common_call(x, normalized_shape, weight, eps, residual, plan)
+    if fast is not None:
+        return fast
     if isinstance(normalized_shape, torch.Tensor):  # rms_norm(x, weight, eps)
         if weight is not None and eps is not None:
             raise TypeError("rms_norm: with a weight in place of normalized_shape, pass at most eps after it")

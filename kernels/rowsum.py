@@ -21,7 +21,17 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._checks import check_device, check_float, check_plan, check_tensor, eager_path
+from kernels import _checks
+from kernels._checks import (
+    ACCEPTED,
+    _functorch_active,
+    _is_compiling,
+    check_device,
+    check_float,
+    check_plan,
+    check_tensor,
+    eager_path,
+)
 from kernels._rowwise import RowCall, RowExtras, RowOp, as_rows, row_layout, run_rows
 from kernels.plans import ROW_SUM_POLICY, RowPlan
 
@@ -59,11 +69,15 @@ _CALL = RowCall(FORWARD, POLICY)
 def sum_rows(x2d: torch.Tensor, out: torch.Tensor, plan: RowPlan | str | None = None) -> RowPlan | None:
     """Write the sums of the ``[rows, width]`` rows of ``x2d`` (last dimension contiguous)
     into ``out`` (``[rows]``, contiguous).  ``plan``: a kind to force, a whole
-    :class:`RowPlan`, or ``None``.  Returns the plan used (``None`` when nothing ran)."""
-    extras = RowExtras(rstat=out)
+    :class:`RowPlan`, or ``None``.  Returns the plan used (``None`` for the planner's, or
+    when nothing ran)."""
     if x2d.shape[1] == 0:
         out.zero_()
         return None
+    if plan is None:
+        _CALL.lane_ext(x2d, None, x2d, rstat=out)
+        return None
+    extras = RowExtras(rstat=out)
     if isinstance(plan, RowPlan):
         vec, align = row_layout((x2d,))
         run_rows(FORWARD, plan, x2d, None, x2d, align, vec, extras)
@@ -154,6 +168,15 @@ def row_sum(
         ValueError: ``dim`` is not the last dimension; ``plan`` is unknown; ``x`` is on the
             CPU outside the interpreter.
     """
+    # The common call first: a plain floating CUDA tensor of rows that does not need
+    # autograd, the last dimension, the planner's plan, no tracer.  Every test below is one
+    # the full path makes too; any that fails sends the call there.
+    if (dim == -1 and plan is None and type(x) is torch.Tensor and _checks.on_gpu(x) and x.dtype in ACCEPTED
+            and x.dim() == 2 and x.stride(1) == 1 and x.shape[1] and not (x.requires_grad and torch.is_grad_enabled())
+            and not _is_compiling() and not _functorch_active()):  # fmt: skip
+        out = torch.empty(x.shape[0], device=x.device, dtype=x.dtype)
+        _CALL.lane_ext(x, None, x, rstat=out)
+        return out.unsqueeze(-1) if keepdim else out
     check_args(x, dim, plan)
     if x.dim() == 0:
         return row_sum(x.reshape(1), -1, False, plan=plan).reshape(())

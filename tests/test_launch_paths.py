@@ -443,3 +443,105 @@ def test_staged_plan_only_where_it_can_run(monkeypatch) -> None:
 
 def row_align(*tensors: torch.Tensor) -> int:
     return rw.row_layout(tensors)[1]
+
+
+def _extras_call(which: str, rows: int, width: int, stride: int):  # type: ignore[no-untyped-def]
+    # (op, policy, a, b, out, extras) of an RMSNorm or row-sum call with extras, every row
+    # tensor with its own row stride and the weight, h and rstat in their own buffers.
+    def rows_of(extra: int) -> torch.Tensor:
+        return _gpu0(torch.empty(rows, stride + extra, dtype=torch.bfloat16)[:, :width])
+
+    fwd, bwd, fpol, bpol = _rmsnorm_calls()
+    w = _gpu0(torch.empty(width, dtype=torch.bfloat16))
+    if which == "rmsnorm-residual":
+        return fwd, fpol, rows_of(0), None, rows_of(16), rw.RowExtras(c=rows_of(8), w=w, out2=rows_of(24), arg=1e-5)
+    if which == "rmsnorm-backward":
+        rstd = _gpu0(torch.empty(rows, dtype=torch.float32))
+        return bwd, bpol, rows_of(0), rows_of(8), rows_of(16), rw.RowExtras(c=rows_of(24), w=w, rstat=rstd, arg=1e-5)
+    from kernels.rowsum import FORWARD as SUM
+    from kernels.rowsum import POLICY as SUM_POLICY
+
+    a = rows_of(0)
+    return SUM, SUM_POLICY, a, None, a, rw.RowExtras(rstat=_gpu0(torch.empty(rows, dtype=torch.bfloat16)))
+
+
+@pytest.mark.parametrize("kind", ["block", "looped", "split", "one-launch"])
+@pytest.mark.parametrize("which", ["rmsnorm-residual", "rmsnorm-backward", "row-sum"])
+def test_bound_call_launches_what_the_general_path_launches(monkeypatch, which, kind) -> None:
+    # _Prepared.bound_call serves calls with extras (RowCall.lane_ext) from the pointers and
+    # strides alone: every step, every role, every stride, the grid and the flags must be
+    # the general path's; only the split's scratch pointers may differ.
+    monkeypatch.setattr(rw, "INTERPRETER", False)
+    monkeypatch.setattr(rw, "current_stream", lambda index: 12345)
+    rows, width, stride = 3, 50257, 50264
+    op, policy, a, b, out, extras = _extras_call(which, rows, width, stride)
+    plan = plan_rows(rows, width, 2, 132, policy, "split" if kind == "one-launch" else kind, 7)
+    if kind == "one-launch":
+        plan = dataclasses.replace(plan, one_launch=True)
+    steps = rw._steps(op, plan, width, 8, rw.ALIGN_WINDOW, torch.bfloat16, torch.bfloat16, extras.flags(op),
+                      extras.arg)  # fmt: skip
+    prepared = rw._Prepared(plan, steps, "cpu", False)
+    launches = [Recorder(f"step{i}") for i in range(len(steps))]
+    prepared.bound = [(launches[i], f"function{i}", f"metadata{i}", int(s.coop), int(s.pdl)) for i, s in
+                      enumerate(steps)]  # fmt: skip
+    prepared.resident = [5 if s.coop else 0 for s in steps]
+    prepared(a, a if b is None else b, out, rows, extras)  # the general path (no single bound)
+    general = [r.calls.pop() for r in launches]
+    prepared.fast = prepared.bind_fast()
+    tensors = rw._row_tensors(a, b, out, extras)
+    prepared.bound_call(tuple(tensors[r].data_ptr() for r in rw.ROW_ROLES), rw._strides(tensors), rows)
+    fast = [r.calls.pop() for r in launches]
+    assert len(general) == len(fast) == len(steps) == (2 if kind == "split" else 1)
+    for step, g, f in zip(steps, general, fast, strict=True):
+        assert len(g) == len(f) == HEAD + len(step.roles) + 1 + 5 + len(step.consts)
+        scratch = {HEAD + step.roles.index(r) for r in ("stats", "sync") if r in step.roles}
+        differ = [i for i, (x, y) in enumerate(zip(g, f, strict=True)) if x != y]
+        assert set(differ) <= scratch, (step.roles, differ)
+    if kind == "split":  # both launches of one call read one statistics buffer
+        assert fast[0][HEAD + steps[0].roles.index("stats")] == fast[1][HEAD + steps[1].roles.index("stats")]
+    if which == "rmsnorm-residual" and kind == "split":  # the apply reads h back through h's own stride
+        assert fast[1][HEAD] == extras.out2.data_ptr()
+        assert fast[1][HEAD + len(steps[1].roles) + 1] == extras.out2.stride(0) != a.stride(0)
+
+
+@pytest.mark.parametrize("which", ["rmsnorm-residual", "rmsnorm-backward", "row-sum"])
+def test_lane_ext_launches_what_call_launches(monkeypatch, which) -> None:
+    # RowCall.lane_ext: a miss goes through __call__ and remembers the prepared launch; a hit
+    # launches exactly what __call__ launched, with no RowExtras and no lookup; another eps
+    # or another layout of an extra tensor is another key.
+    monkeypatch.setattr(rw, "INTERPRETER", False)
+    monkeypatch.setattr(rw, "current_device", lambda: 0)
+    monkeypatch.setattr(rw, "current_stream", lambda index: 12345)
+    monkeypatch.setattr(rw, "sm_count", lambda device: 132)
+    rows, width, stride = 5, 4097, 4104
+    op, policy, a, b, out, extras = _extras_call(which, rows, width, stride)
+    call = rw.RowCall(op, policy)
+    found = call._lookup(a, b, out, None, extras)
+    assert found is not None and found[0].plan.kind == "block"
+    prepared = found[0]
+    launch = Recorder("block")
+    bound = (launch, "function", "metadata", 0, 0)
+    prepared.bound = [bound]
+    prepared.single = (*bound, prepared.steps[0].rows_per_program, prepared.steps[0].consts)
+    prepared.fast = prepared.bind_fast()
+    call(a, b, out, None, extras)
+    general = launch.calls.pop()
+    args = (a, b, out, extras.c, extras.w, extras.out2, extras.rstat, extras.arg)
+    call.lane_ext(*args)  # a miss: __call__, then remembered
+    assert launch.calls.pop() == general and len(call._lane) == 1
+    monkeypatch.setattr(call, "_lookup", lambda *a, **k: pytest.fail("a lookup on a hit"))
+    monkeypatch.setattr(rw, "RowExtras", lambda *a, **k: pytest.fail("RowExtras built on a hit"))
+    call.lane_ext(*args)  # a hit
+    assert launch.calls.pop() == general
+    for c_ptr, i in ((extras.c, 2), (extras.w, 3), (extras.out2, 5), (extras.rstat, 6)):
+        if c_ptr is not None:
+            assert general[HEAD + i] == c_ptr.data_ptr()
+    monkeypatch.undo()
+    monkeypatch.setattr(rw, "INTERPRETER", False)
+    monkeypatch.setattr(rw, "current_device", lambda: 0)
+    monkeypatch.setattr(rw, "current_stream", lambda index: 12345)
+    monkeypatch.setattr(rw, "sm_count", lambda device: 132)
+    calls: list[object] = []
+    monkeypatch.setattr(rw.RowCall, "__call__", lambda self, *args, **kw: calls.append(args))
+    call.lane_ext(*args[:7], 2e-5)  # another eps: another key, through __call__
+    assert len(calls) == 1 and not launch.calls
