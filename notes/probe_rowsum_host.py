@@ -1,5 +1,6 @@
-"""Probe (2026-12-02, seventh session): host time of an eager call of row_sum, add and
-rms_norm with a residual, against torch's, in one process (H200 machine).  The rowsum_add
+"""Probe (2026-12-02, seventh session; rms_norm without a residual added 2026-12-03): host
+time of an eager call of row_sum, add and rms_norm with a residual, against torch's, in
+one process (H200 machine).  The rowsum_add
 run at f901a52 had row_sum's eager samples at 35.0 µs for 4096 x 4096 bf16 (device 9.5)
 but 22.1 at 4096 x 4097.  Exploration, not a study.
 
@@ -51,6 +52,12 @@ def main() -> None:
         for name, fn in (("ours", ours), ("torch-composed", composed)):
             fn()
             print(json.dumps({"op": "rms_norm+residual", "shape": shape, "variant": name, "host": host_us(fn),
+                              "events": events_us(fn)}), flush=True)  # fmt: skip
+        plain = (("ours", lambda x=x, w=w, n=shape[-1]: kernels.rms_norm(x, (n,), w, 1e-6)),
+                 ("torch", lambda x=x, w=w, n=shape[-1]: torch.nn.functional.rms_norm(x, (n,), w, 1e-6)))  # fmt: skip
+        for name, fn in plain:
+            fn()
+            print(json.dumps({"op": "rms_norm", "shape": shape, "variant": name, "host": host_us(fn),
                               "events": events_us(fn)}), flush=True)  # fmt: skip
 
 
