@@ -89,24 +89,18 @@ class FastKernel:
         full_key = (key, consts, num_warps, num_stages, pdl, coop)
         hit = self._cache.get(full_key)
         if hit is not None and not knobs.runtime.launch_enter_hook.calls:
-            run, function, metadata = hit
-            run(
-                grid[0],
-                grid[1],
-                grid[2],
-                current_stream(device_index),
-                function,
-                metadata,
-                None,
-                knobs.runtime.launch_enter_hook,
-                knobs.runtime.launch_exit_hook,
-                *args,
-                *consts,
-            )
+            # The C launcher itself, past the Python wrapper around it (which would allocate
+            # the per-launch scratch buffers that the cached kernels do not use).
+            launch, function, metadata, coop_flag, pdl_flag = hit
+            launch(grid[0], grid[1], grid[2], current_stream(device_index), function, coop_flag, pdl_flag,
+                   None, None, metadata, None, None, None, *args, *consts)  # fmt: skip
             return
         compiled = self.launch_uncached(grid, args, consts, num_warps, num_stages, pdl, coop)
         if not INTERPRETER and compiled is not None and hasattr(compiled, "function"):
-            self._cache[full_key] = (compiled.run, compiled.function, compiled.packed_metadata)
+            launcher = compiled.run
+            if launcher.global_scratch_size == 0 and launcher.profile_scratch_size == 0:
+                self._cache[full_key] = (launcher.launch, compiled.function, compiled.packed_metadata,
+                                         launcher.launch_cooperative_grid, launcher.launch_pdl)  # fmt: skip
 
     def launch_uncached(
         self,

@@ -1387,7 +1387,12 @@ class _Prepared:
         argument against the general path)."""
         steps, scratch, chunks, dtype = self.fast  # type: ignore[misc]
         if scratch == "split":
-            ptrs = (*ptrs, torch.empty(n_rows * chunks * 2, device=self.index, dtype=dtype).data_ptr())
+            # The stream's cached statistics (the one-launch split's): the next call's reduce
+            # launch starts after this call's apply launch ends, so one buffer serves them all.
+            if n_rows * chunks < 2**30:
+                ptrs = (*ptrs, _one_launch_scratch(n_rows, chunks, self.index, dtype)[0].data_ptr())
+            else:
+                ptrs = (*ptrs, torch.empty(n_rows * chunks * 2, device=self.index, dtype=dtype).data_ptr())
         elif scratch == "one":
             stats, sync = _one_launch_scratch(n_rows, chunks, self.index, dtype)
             ptrs = (*ptrs, stats.data_ptr(), sync.data_ptr())

@@ -620,20 +620,20 @@ def _common_call(
     elif type(normalized_shape) not in _SEQUENCES or len(normalized_shape) != 1 or normalized_shape[0] != width:
         return None
     index = x.get_device()
-    grad = torch.is_grad_enabled() and x.requires_grad
+    grad = x.requires_grad
     if weight is not None:
         if not (type(weight) in (torch.Tensor, torch.nn.Parameter) and weight.dtype in ACCEPTED
                 and weight.dim() == 1 and weight.shape[0] == width and weight.is_contiguous()
                 and _checks.on_gpu(weight) and weight.get_device() == index):  # fmt: skip
             return None
-        grad = grad or (torch.is_grad_enabled() and weight.requires_grad)
+        grad = grad or weight.requires_grad
     if residual is not None:
         if not (type(residual) is torch.Tensor and residual.dtype == x.dtype and residual.shape == x.shape
                 and residual.is_contiguous() and _checks.on_gpu(residual)
                 and residual.get_device() == index):  # fmt: skip
             return None
-        grad = grad or (torch.is_grad_enabled() and residual.requires_grad)
-    if grad or not width or _is_compiling() or _functorch_active():
+        grad = grad or residual.requires_grad
+    if (grad and torch.is_grad_enabled()) or not width or _is_compiling() or _functorch_active():
         return None
     y = torch.empty_like(x)
     h = None if residual is None else torch.empty_like(x)

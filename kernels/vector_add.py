@@ -23,7 +23,17 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._checks import ACCEPTED, FLOAT_NAMES, check_device, check_same_device, check_tensor, eager_path
+from kernels import _checks
+from kernels._checks import (
+    ACCEPTED,
+    FLOAT_NAMES,
+    _functorch_active,
+    _is_compiling,
+    check_device,
+    check_same_device,
+    check_tensor,
+    eager_path,
+)
 from kernels._launch import FastKernel, current_device
 from kernels.plans import cdiv
 
@@ -186,6 +196,17 @@ def add(a: torch.Tensor, b: torch.Tensor, *, alpha: float = 1, block: int | None
         ValueError: shapes that do not broadcast, tensors on different devices, an unknown
             ``block``, ``a`` on the CPU outside the interpreter.
     """
+    # The common call first: two plain contiguous CUDA tensors of one shape and float dtype
+    # on one GPU, a plain alpha, the default block, no autograd, no tracer.  Every test here
+    # is one the full path makes too; any that fails sends the call there.
+    if (block is None and type(a) is torch.Tensor and type(b) is torch.Tensor and type(alpha) in (int, float)
+            and a.dtype is b.dtype and a.dtype in ACCEPTED and a.shape == b.shape and _checks.on_gpu(a)
+            and _checks.on_gpu(b) and a.get_device() == b.get_device() and a.is_contiguous() and b.is_contiguous()
+            and not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)) and not _is_compiling()
+            and not _functorch_active()):  # fmt: skip
+        out = torch.empty_like(a)
+        add_flat(a, b, out, float(alpha))
+        return out
     dtype = check_args(a, b, alpha, block)
     if b.device != a.device:
         b = b.to(a.device)

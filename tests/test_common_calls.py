@@ -144,3 +144,42 @@ def test_row_sum_shortcut_declines_what_it_does_not_cover(monkeypatch, case) -> 
     assert not shortcut
     _same(fast, full)
     assert isinstance(full, type) == (case in ("dim-0", "int"))
+
+
+ADD_TAKEN = {
+    "bf16": ((X2, RES2), {}),
+    "alpha-int": ((X2, RES2), {"alpha": 3}),
+    "alpha-float": ((X2.float(), RES2.float()), {"alpha": -0.5}),
+    "3d": ((X3, RES3), {}),
+}
+ADD_DECLINED = {
+    "broadcast": ((X2, WEIGHT), {}),
+    "promote": ((X2, RES2.float()), {}),
+    "strided": ((randn(W, 7).t(), RES2), {}),
+    "block": ((X2, RES2), {"block": 1024}),
+    "alpha-bool": ((X2, RES2), {"alpha": True}),
+    "alpha-string": ((X2, RES2), {"alpha": "2"}),
+    "int": ((torch.ones(3, dtype=torch.int32), torch.ones(3, dtype=torch.int32)), {}),
+    "shape-mismatch": ((X2, RES2[:, :5]), {}),
+}
+
+
+@pytest.mark.parametrize("case", list(ADD_TAKEN))
+def test_add_shortcut_gives_the_full_paths_bits(monkeypatch, case) -> None:
+    from kernels import vector_add
+
+    args, kwargs = ADD_TAKEN[case]
+    fast, shortcut, full = _run(monkeypatch, vector_add, vector_add.add, *args, **kwargs)
+    assert shortcut
+    _same(fast, full)
+
+
+@pytest.mark.parametrize("case", list(ADD_DECLINED))
+def test_add_shortcut_declines_what_it_does_not_cover(monkeypatch, case) -> None:
+    from kernels import vector_add
+
+    args, kwargs = ADD_DECLINED[case]
+    fast, shortcut, full = _run(monkeypatch, vector_add, vector_add.add, *args, **kwargs)
+    assert not shortcut
+    _same(fast, full)
+    assert isinstance(full, type) == (case in ("alpha-bool", "alpha-string", "int", "shape-mismatch"))

@@ -132,12 +132,12 @@ def test_add_launch_cache_key_and_arguments(monkeypatch) -> None:
     calls: list[tuple] = []
     key = (a.get_device(), torch.bfloat16, torch.bfloat16, torch.bfloat16, True, True, True)
     cached = (key, (4096, True), 8, 3, False, False)
-    monkeypatch.setitem(vector_add._ADD._cache, cached, (lambda *args: calls.append(args), "fn", "meta"))
+    monkeypatch.setitem(vector_add._ADD._cache, cached, (lambda *args: calls.append(args), "fn", "meta", 0, 0))
     add_flat(a, b, out, 0.5)
     assert len(calls) == 1
-    got = calls.pop()
-    assert got[:6] == (4, 1, 1, 777, "fn", "meta") and got[6] is None
-    assert got[9:] == (a, b, out, n, 0.5, 4096, True)
+    got = calls.pop()  # Triton's C launcher: grid, stream, function, flags, scratches, metadata, hooks
+    assert got[:13] == (4, 1, 1, 777, "fn", 0, 0, None, None, "meta", None, None, None)
+    assert got[13:] == (a, b, out, n, 0.5, 4096, True)
     for other in (torch.empty(n + 1, dtype=torch.bfloat16)[1:],):  # another alignment: Triton's path
         add_flat(a, b, other, 0.5)
         assert not calls
