@@ -49,19 +49,19 @@ def main() -> None:
             h = x + r
             return torch.nn.functional.rms_norm(h, (width,), w, 1e-6), h
 
-        for name, fn in (("ours", ours), ("torch-composed", composed), ("ours-one-launch", ours)):
-            if name == "ours-one-launch":  # eager splits up to 8 MB as one launch, as softmax's
+        for name, fn in (("ours", ours), ("torch-composed", composed), ("ours-two-launches", ours)):
+            if name == "ours-two-launches":  # eager splits as two launches, as before 2026-12-03
                 from dataclasses import replace
 
                 from kernels import rmsnorm
                 from kernels._rowwise import RowCall
 
                 shipped = rmsnorm._FORWARD_CALL
-                rmsnorm._FORWARD_CALL = RowCall(rmsnorm.FORWARD, replace(rmsnorm.POLICY, one_launch_bytes=8 << 20))
+                rmsnorm._FORWARD_CALL = RowCall(rmsnorm.FORWARD, replace(rmsnorm.POLICY, one_launch_bytes=0))
             fn()
             print(json.dumps({"op": "rms_norm+residual", "shape": shape, "variant": name, "host": host_us(fn),
                               "events": events_us(fn)}), flush=True)  # fmt: skip
-            if name == "ours-one-launch":
+            if name == "ours-two-launches":
                 rmsnorm._FORWARD_CALL = shipped
         plain = (("ours", lambda x=x, w=w, n=shape[-1]: kernels.rms_norm(x, (n,), w, 1e-6)),
                  ("torch", lambda x=x, w=w, n=shape[-1]: torch.nn.functional.rms_norm(x, (n,), w, 1e-6)))  # fmt: skip

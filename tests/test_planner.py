@@ -1,6 +1,8 @@
 """The row planner (pure Python, kernels/plans.py): which plan for which shape, forcing,
 split geometry, and the column-reduction plan; the column sum it drives."""
 
+import dataclasses
+
 import pytest
 
 from kernels.plans import (
@@ -143,9 +145,12 @@ def test_softmax_stages_rows_of_32_to_110_kb() -> None:
 
 
 def test_rmsnorm_policy_never_stages_nor_takes_softmax_steps() -> None:
-    from kernels.plans import RMSNORM_POLICY
+    from kernels.plans import RMSNORM_POLICY, ROW_POLICY_B48A875, SOFTMAX_POLICY
 
-    assert RMSNORM_POLICY.staged_row_bytes == (0, 0) and RMSNORM_POLICY.one_launch_bytes == 0
+    assert RMSNORM_POLICY.staged_row_bytes == (0, 0)
+    # the thresholds of the grid's scoring; only the eager one-launch rule is softmax's
+    assert dataclasses.replace(RMSNORM_POLICY, one_launch_bytes=0) == ROW_POLICY_B48A875
+    assert RMSNORM_POLICY.one_launch_bytes == SOFTMAX_POLICY.one_launch_bytes
     assert plan_rows(4096, 50257, 2, 132, RMSNORM_POLICY, pad=7).label == "looped-8192"  # no staged kernel
     assert plan_rows(100, 65536, 2, 132, RMSNORM_POLICY).kind == "looped"  # splits below half the SMs only
 
