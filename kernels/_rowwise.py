@@ -49,6 +49,7 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from operator import itemgetter
 from typing import Any
 
 import torch
@@ -1368,12 +1369,13 @@ class _Prepared:
         return (self.bound[0], self.steps[0].consts, self.bound[1], self.steps[1].consts, self.plan.chunks, dtype)
 
     def bind_fast(self) -> tuple[Any, ...]:
-        """Every step's bound launch with the positions of its pointers in (a, b, c, w, out,
-        out2, rstat, stats, sync) and of its strides in (a, b, c, out, out2), for
+        """Every step's bound launch with getters of its pointers from (a, b, c, w, out, out2,
+        rstat, stats, sync) and of its strides from (a, b, c, out, out2), for
         :meth:`bound_call`."""
         steps = tuple(
-            (*bound, tuple(_ROLE_INDEX[r] for r in step.roles), tuple(_STRIDE_INDEX[r] for r in step.strides),
-             step.rows_per_program, step.programs_per_row, self.resident[i] if step.coop else 0, step.consts)
+            (*bound, itemgetter(*[_ROLE_INDEX[r] for r in step.roles]),
+             itemgetter(*[_STRIDE_INDEX[r] for r in step.strides]), step.rows_per_program, step.programs_per_row,
+             self.resident[i] if step.coop else 0, step.consts)
             for i, (bound, step) in enumerate(zip(self.bound, self.steps, strict=True))
         )  # fmt: skip
         scratch = ("one" if self.plan.one_launch else "split") if self.plan.kind == "split" else None
@@ -1400,8 +1402,7 @@ class _Prepared:
         for launch, function, metadata, coop, pdl, roles, stride_roles, per_program, per_row, most, consts in steps:
             grid = -(-n_rows // per_program) * per_row
             launch(min(grid, most) if most else grid, 1, 1, stream, function, coop, pdl, None, None, metadata,
-                   None, None, None, *[ptrs[i] for i in roles], n_rows, *[strides[i] for i in stride_roles],
-                   *consts)  # fmt: skip
+                   None, None, None, *roles(ptrs), n_rows, *stride_roles(strides), *consts)  # fmt: skip
 
     def split_call(self, pa: int, pb: int, po: int, sa: int, sb: int, so: int, n_rows: int) -> None:
         """The two-launch split of a call without extras: one scratch allocation (the chunks'
