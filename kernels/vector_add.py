@@ -39,6 +39,7 @@ from kernels.plans import cdiv
 
 BLOCKS = (1024, 2048, 4096, 8192)  # elements per program: the block-size variants
 DEFAULT_BLOCK = 4096  # 8 KB of bf16 per input per program; the study checks this choice
+_BLOCK_CHOICES = (None, *BLOCKS)  # what add's block= accepts (a tuple: no hashing of what a caller passes)
 
 
 @triton.jit(do_not_specialize=["n"])
@@ -197,15 +198,15 @@ def add(a: torch.Tensor, b: torch.Tensor, *, alpha: float = 1, block: int | None
             ``block``, ``a`` on the CPU outside the interpreter.
     """
     # The common call first: two plain contiguous CUDA tensors of one shape and float dtype
-    # on one GPU, a plain alpha, the default block, no autograd, no tracer.  Every test here
+    # on one GPU, a plain alpha, a block it accepts, no autograd, no tracer.  Every test here
     # is one the full path makes too; any that fails sends the call there.
-    if (block is None and type(a) is torch.Tensor and type(b) is torch.Tensor and type(alpha) in (int, float)
+    if (block in _BLOCK_CHOICES and type(a) is torch.Tensor and type(b) is torch.Tensor and type(alpha) in (int, float)
             and a.dtype is b.dtype and a.dtype in ACCEPTED and a.shape == b.shape and _checks.on_gpu(a)
             and _checks.on_gpu(b) and a.get_device() == b.get_device() and a.is_contiguous() and b.is_contiguous()
             and not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)) and not _is_compiling()
             and not _functorch_active()):  # fmt: skip
         out = torch.empty_like(a)
-        add_flat(a, b, out, float(alpha))
+        add_flat(a, b, out, float(alpha), block)
         return out
     dtype = check_args(a, b, alpha, block)
     if b.device != a.device:

@@ -151,12 +151,14 @@ ADD_TAKEN = {
     "alpha-int": ((X2, RES2), {"alpha": 3}),
     "alpha-float": ((X2.float(), RES2.float()), {"alpha": -0.5}),
     "3d": ((X3, RES3), {}),
+    "block": ((X2, RES2), {"block": 1024}),
 }
 ADD_DECLINED = {
     "broadcast": ((X2, WEIGHT), {}),
     "promote": ((X2, RES2.float()), {}),
     "strided": ((randn(W, 7).t(), RES2), {}),
-    "block": ((X2, RES2), {"block": 1024}),
+    "block-unknown": ((X2, RES2), {"block": 1000}),
+    "block-a-list": ((X2, RES2), {"block": [1024]}),
     "alpha-bool": ((X2, RES2), {"alpha": True}),
     "alpha-string": ((X2, RES2), {"alpha": "2"}),
     "int": ((torch.ones(3, dtype=torch.int32), torch.ones(3, dtype=torch.int32)), {}),
@@ -182,4 +184,6 @@ def test_add_shortcut_declines_what_it_does_not_cover(monkeypatch, case) -> None
     fast, shortcut, full = _run(monkeypatch, vector_add, vector_add.add, *args, **kwargs)
     assert not shortcut
     _same(fast, full)
-    assert isinstance(full, type) == (case in ("alpha-bool", "alpha-string", "int", "shape-mismatch"))
+    assert isinstance(full, type) == (
+        case in ("alpha-bool", "alpha-string", "int", "shape-mismatch", "block-unknown", "block-a-list")
+    )
