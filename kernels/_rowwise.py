@@ -1582,7 +1582,7 @@ class RowCall:
                     return
         extras = RowExtras(c=c, w=w, out2=out2, rstat=rstat, arg=arg)
         self(a, b, out, None, extras)
-        if key is None:
+        if key is None or arg != arg:  # a NaN arg never finds its key again: not remembered
             return
         found = self._lookup(a, b, out, None, extras)
         if found is None or found[0].fast is None:

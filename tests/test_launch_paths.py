@@ -545,3 +545,10 @@ def test_lane_ext_launches_what_call_launches(monkeypatch, which) -> None:
     monkeypatch.setattr(rw.RowCall, "__call__", lambda self, *args, **kw: calls.append(args))
     call.lane_ext(*args[:7], 2e-5)  # another eps: another key, through __call__
     assert len(calls) == 1 and not launch.calls
+    # A NaN eps is never equal to itself: a key remembered for it would never be found again,
+    # and every call would add one (here the lookup hands back the bound launch, as it would).
+    lanes = len(call._lane)
+    monkeypatch.setattr(call, "_lookup", lambda *a, **k: (prepared, (), ()))
+    for _ in range(3):
+        call.lane_ext(*args[:7], float("nan"))
+    assert len(calls) == 4 and len(call._lane) == lanes
