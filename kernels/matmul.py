@@ -329,14 +329,18 @@ def _mm_persistent_kernel(
 
     STREAM_K: the last ``sk_tiles`` tiles (in grouped order) are not given out whole: their
     K blocks, ``sk_tiles x k_tiles`` of them, are cut into NUM_SMS equal ranges, one a
-    program, after its whole tiles.  Without this the last wave leaves SMs idle: 512 tiles of
-    128 x 256 at 4096³ are 3.88 per SM, and every program but 16 computes four, so the
-    product takes four tile-times for 3.88 of work (on the H200 M = 3968, 4096 and 4224 took
-    the same time: notes/2026-12-03-probe-matmul-waves-2805c9e.log).  A range may end inside a
-    tile; the programs that share a tile each store their partial fp32 tile to ``ws`` (a slot
-    per program and tile it touches, ``sk_slots`` a program), then count themselves in at
-    ``cnt[t]``; the last to arrive sums the partials in program order (the same bits
-    whichever program is last), applies the epilogue, stores, and puts the counter back to 0
+    program.  Without this the last wave leaves SMs idle: 512 tiles of 128 x 256 at 4096³
+    are 3.88 per SM, and every program but 16 computes four, so the product takes four
+    tile-times for 3.88 of work (on the H200 M = 3968, 4096 and 4224 took the same time:
+    notes/2026-12-03-probe-matmul-waves-2805c9e.log).  The ranges come before the whole
+    tiles, so that the partial tiles' stores and reads overlap the other programs' whole
+    tiles instead of meeting in one burst at the end (spread last, the tail cost 20-30 µs
+    more than it saved: notes/2026-12-03-probe-matmul-streamk-f35118b.log).  A range may end
+    inside a tile; the programs that share a tile each store their partial fp32 tile to
+    ``ws`` (a slot per program and tile it touches, ``sk_slots`` a program), then count
+    themselves in at ``cnt[t]``; the last to arrive sums the partials in program order (the
+    same bits whichever program is last), applies the epilogue, stores, and puts the counter
+    back to 0
     for the next launch.  Nobody waits for anybody, so no residency is assumed."""
     num_m = tl.cdiv(M, BLOCK_M)
     num_n = tl.cdiv(N, BLOCK_N)
@@ -355,15 +359,6 @@ def _mm_persistent_kernel(
         a_desc = a_ptr
         b_desc = b_ptr
     num_dp = num_tiles - sk_tiles.to(tl.int32)
-    for tile in tl.range(tl.program_id(0), num_dp, NUM_SMS, flatten=True):
-        pid_m, pid_n = _grouped(tile, num_m, num_n, GROUP_M)
-        acc = _tile_product(a_desc, b_desc, a_ptr, b_ptr, pid_m, pid_n, M, N, K, 0, k_tiles, s_am, s_ak, s_bk, s_bn,
-                            A_LAYOUT, B_LAYOUT, A_VEC, B_VEC, M_VEC, C_VEC, K_VEC, EVEN_K, PRECISION,
-                            BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA)  # fmt: skip
-        rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        _finish(acc, rm, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
-                EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC)  # fmt: skip
     if STREAM_K:
         # Iteration x of the tail's K blocks (x in [0, total)) belongs to the program p with
         # start(p) <= x < start(p + 1), start(p) = p * total // NUM_SMS: p = ((x + 1) NUM_SMS - 1) // total.
@@ -405,6 +400,15 @@ def _mm_persistent_kernel(
                     _finish(whole, rm, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
                             EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC)  # fmt: skip
             it = t * k_tiles + k1
+    for tile in tl.range(tl.program_id(0), num_dp, NUM_SMS, flatten=True):
+        pid_m, pid_n = _grouped(tile, num_m, num_n, GROUP_M)
+        acc = _tile_product(a_desc, b_desc, a_ptr, b_ptr, pid_m, pid_n, M, N, K, 0, k_tiles, s_am, s_ak, s_bk, s_bn,
+                            A_LAYOUT, B_LAYOUT, A_VEC, B_VEC, M_VEC, C_VEC, K_VEC, EVEN_K, PRECISION,
+                            BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA)  # fmt: skip
+        rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        _finish(acc, rm, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
+                EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["M", "N", "K", "k_per_split", "s_am", "s_ak", "s_bk", "s_bn"])

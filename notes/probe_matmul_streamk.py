@@ -1,5 +1,8 @@
 """Probe: the persistent GEMM with and without its stream-K tail (H200, bf16 and fp16).
 
+Second pass: the tail spread before the whole tiles (at f35118b it ran after them and cost
+more than it saved: notes/2026-12-03-probe-matmul-streamk-f35118b.log).
+
 Why: notes/2026-12-03-probe-matmul-waves-2805c9e.log showed the last, partly filled wave of
 128 x 256 tiles costing a whole tile-time (M = 3968, 4096 and 4224 took the same time, for
 ours and for cuBLAS).  The persistent kernel now spreads the last wave's K blocks over every
@@ -65,6 +68,7 @@ def main() -> None:
             b = torch.randn((k, n), generator=g, device=dev).to(dtype)
             want = torch.mm(a.float(), b.float())
             tiles = -(-m // 128) * -(-n // 256)
+            mm.STREAM_K_MIN_GAIN = 0.01
             sk, slots = mm.stream_k_plan(tiles, -(-k // 64), sms)
             got = ours(a, b, True)
             err = ((got.float() - want).abs().max() / want.abs().max()).item()
