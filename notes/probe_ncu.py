@@ -14,6 +14,9 @@ Exploration, not a study: the published numbers come from `python -m bench run .
   for 16.8 MB in notes/2026-12-02-probe-split-coop-0a038a5.log), beside ``rowsum_16mb``, the
   row sum's block plan over the same 16.8 MB (2048 x 4096), whose fixed cost is ~3 us less.
 * ``split_whole``: the whole two-launch split at 64 x 131072.
+* ``mm_spread_N`` / ``mm_whole_N``: the persistent GEMM at N³ bf16 with its stream-K tail
+  and without (at 4096³ the tail cost 30 µs more than it saved, at 8192³ it saved 46 µs:
+  notes/2026-12-03-probe-matmul-streamk-6406b22.log).
 * ``rope`` / ``rope_compile``: RoPE's forward at T = 16384, 32 / 8 heads, head dim 128: ours
   104 us, torch.compile's 85 in run rope-20261201T225422Z-b6cb1d3.
 
@@ -77,6 +80,16 @@ def _call(which: str) -> Callable[[], object]:
 
         fn = torch.compile(hf_rope)
         return lambda: fn(q, k, cos, sin)
+    if which.startswith("mm_"):  # mm_spread_4096 / mm_whole_4096 / mm_spread_8192 / mm_whole_8192
+        import importlib
+
+        mm = importlib.import_module("kernels.matmul")
+        _, how, size = which.split("_")
+        n = int(size)
+        a = torch.randn(n, n, device=dev).to(torch.bfloat16)
+        b = torch.randn(n, n, device=dev).to(torch.bfloat16)
+        mm.STREAM_K_MIN_GAIN = 0.01 if how == "spread" else 2.0
+        return lambda: mm.matmul(a, b, variant="persistent")
     raise SystemExit(f"unknown probe {which!r}")
 
 
@@ -86,6 +99,7 @@ def main(which: str) -> None:
     with (
         torch.no_grad()
         if which in ("ce_loss", "rope", "rope_compile", "split_reduce", "split_whole", "rowsum_16mb")
+        or which.startswith("mm_")
         else torch.enable_grad()
     ):
         for _ in range(3):
