@@ -9,6 +9,8 @@ its own (the shipped kernel's stream-K loop with the whole tiles left out), in t
 * ``full``: as shipped: each piece's partial stored, counted in, the last piece sums them;
 * ``no-partials``: the same pieces' products, each stored straight to c (a wrong result:
   this times the products alone, without the partial tiles' traffic);
+* ``owner-waits``: the tile's first program waits for the others' partials and adds them
+  to its accumulator (half the partial traffic; ptxas spills ~340 bytes a thread for it);
 * ``aligned``: as ``no-partials`` with every piece's K blocks moved to start at block 0 (the
   same number of blocks: the programs sharing A and B strips read them at the same K
   offsets at the same time, as whole tiles do).
@@ -71,8 +73,23 @@ def _tail_kernel(
         rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         owner0 = ((t * k_tiles + 1) * NUM_SMS - 1) // total
         owner1 = ((t + 1) * k_tiles * NUM_SMS - 1) // total
-        if MODE != 0 or owner0 == owner1:
+        if (MODE == 1 or MODE == 2) or owner0 == owner1:
             mm._finish(acc, rm, rn, M, N, c_ptr, N, c_ptr, c_ptr, 0, c_ptr, 0, 0, 0, False, 1, 8, 8)
+        elif MODE == 3:  # the tile's first program sums it, waiting for the others' first pieces
+            if pid != owner0:
+                tl.store(ws_ptr + (pid * sk_slots + t - first) * (BLOCK_M * BLOCK_N) + offs, acc)
+                tl.debug_barrier()
+                tl.atomic_add(cnt_ptr + t, 1, sem="release")
+            else:
+                need = (owner1 - owner0).to(tl.int32)
+                seen = tl.atomic_add(cnt_ptr + t, 0, sem="acquire")
+                while seen < need:
+                    seen = tl.atomic_add(cnt_ptr + t, 0, sem="acquire")
+                for q in range(owner0 + 1, owner1 + 1):
+                    slot = q * sk_slots + t - (q * total // NUM_SMS) // k_tiles
+                    acc += tl.load(ws_ptr + slot * (BLOCK_M * BLOCK_N) + offs, cache_modifier=".cg")
+                tl.store(cnt_ptr + t, 0)
+                mm._finish(acc, rm, rn, M, N, c_ptr, N, c_ptr, c_ptr, 0, c_ptr, 0, 0, 0, False, 1, 8, 8)
         else:
             tl.store(ws_ptr + (pid * sk_slots + t - first) * (BLOCK_M * BLOCK_N) + offs, acc)
             tl.debug_barrier()
@@ -117,19 +134,25 @@ def probe(n: int) -> None:
             _tail_kernel[(sms,)](a, b, c, ws, cnt, n, n, n, sk, slots, mode, cfg.block_m, cfg.block_n, cfg.block_k,
                                  cfg.group_m, sms, num_warps=cfg.num_warps, num_stages=cfg.num_stages)  # fmt: skip
 
-        tail(0)
         want = torch.mm(a.float(), b.float())
+        tail(3)
+        tail(3)  # twice: the counters must be back at zero
+        c3 = c.clone()
+        c.zero_()
+        tail(0)
         done = torch.zeros(n // cfg.block_m, n // cfg.block_n, dtype=torch.bool)
         for t in range(sk):  # only the tail's tiles were written
             pm, pn = _grouped_host(tiles - sk + t, n // cfg.block_m, n // cfg.block_n, cfg.group_m)
             done[pm, pn] = True
         mask = done.repeat_interleave(cfg.block_m, 0).repeat_interleave(cfg.block_n, 1).to(dev)
         err = ((c.float() - want).abs()[mask].max() / want.abs().max()).item()
+        err3 = ((c3.float() - want).abs()[mask].max() / want.abs().max()).item()
         fns = {
             "whole-4-waves": lambda: mm.matmul(a_full, b, variant="persistent"),
             "tail-full": lambda: tail(0),
             "tail-no-partials": lambda: tail(1),
             "tail-aligned": lambda: tail(2),
+            "tail-owner-waits": lambda: tail(3),
         }
         for fn in fns.values():
             fn()
@@ -143,7 +166,7 @@ def probe(n: int) -> None:
             us = statistics.median(ts)
             emit(n=n, who=name, us=round(us, 1), tile_us=round(tile_us, 1), tail_tiles=sk,
                  tail_share_of_a_tile=round(sk * k_tiles / sms / k_tiles, 3), in_tile_times=round(us / tile_us, 3),
-                 spread=round(max(ts) / min(ts) - 1, 4), tail_max_rel_err=err)  # fmt: skip
+                 spread=round(max(ts) / min(ts) - 1, 4), tail_err=err, owner_waits_err=err3)  # fmt: skip
 
 
 def _grouped_host(tile: int, num_m: int, num_n: int, group_m: int) -> tuple[int, int]:
