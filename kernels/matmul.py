@@ -95,7 +95,7 @@ import triton.language as tl
 
 from kernels._activations import gelu_tanh, gelu_tanh_grad
 from kernels._checks import check_device, check_same_device, check_tensor, eager_path
-from kernels._launch import INTERPRETER, FastKernel, capturing, current_device, current_stream
+from kernels._launch import INTERPRETER, FastKernel, current_device
 from kernels._rowwise import column_sum, sm_count
 from kernels.plans import cdiv, next_power_of_2
 
@@ -276,46 +276,17 @@ def _mm_tuned_body(
             EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC)  # fmt: skip
 
 
-@triton.jit
-def _tile_product(
-    a_desc, b_desc, a_ptr, b_ptr, pid_m, pid_n, M, N, K, k_first, k_last, s_am, s_ak, s_bk, s_bn,
-    A_LAYOUT: tl.constexpr, B_LAYOUT: tl.constexpr, A_VEC: tl.constexpr, B_VEC: tl.constexpr,
-    M_VEC: tl.constexpr, N_VEC: tl.constexpr, K_VEC: tl.constexpr, EVEN_K: tl.constexpr,
-    PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    USE_TMA: tl.constexpr,
-):  # fmt: skip
-    # fp32 accumulator of one output tile over the K blocks [k_first, k_last): through the
-    # tensor descriptors (USE_TMA) or through pointers.
-    if USE_TMA:
-        om = (pid_m * BLOCK_M).to(tl.int32)
-        on = (pid_n * BLOCK_N).to(tl.int32)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for ki in range(k_first, k_last):
-            ok = ki * BLOCK_K
-            a = a_desc.load([om, ok]) if A_LAYOUT == 1 else a_desc.load([ok, om]).T
-            b = b_desc.load([ok, on]) if B_LAYOUT == 1 else b_desc.load([on, ok]).T
-            acc = _dot(a, b, acc, PRECISION)
-    else:
-        acc = _mainloop(a_ptr, b_ptr, pid_m, pid_n, M, N, K, k_first * BLOCK_K, k_last - k_first,
-                        s_am, s_ak, s_bk, s_bn, A_LAYOUT, B_LAYOUT, A_VEC, B_VEC, M_VEC, N_VEC, K_VEC, EVEN_K,
-                        PRECISION, BLOCK_M, BLOCK_N, BLOCK_K)  # fmt: skip
-    return acc
-
-
-@triton.jit(
-    do_not_specialize=["M", "N", "K", "s_am", "s_ak", "s_bk", "s_bn", "s_cm", "s_bias", "s_rm", "s_rn", "sk_tiles",
-                       "sk_slots"]
-)  # fmt: skip
+@triton.jit(do_not_specialize=["M", "N", "K", "s_am", "s_ak", "s_bk", "s_bn", "s_cm", "s_bias", "s_rm", "s_rn"])
 def _mm_persistent_kernel(
     a_ptr, b_ptr, c_ptr, pre_ptr, bias_ptr, res_ptr, M: tl.int64, N: tl.int64, K: tl.int64,
     s_am: tl.int64, s_ak: tl.int64, s_bk: tl.int64, s_bn: tl.int64, s_cm: tl.int64, s_bias: tl.int64,
-    s_rm: tl.int64, s_rn: tl.int64, sk_tiles: tl.int64, sk_slots: tl.int64, ws_ptr, cnt_ptr,
+    s_rm: tl.int64, s_rn: tl.int64,
     A_LAYOUT: tl.constexpr, B_LAYOUT: tl.constexpr, R_LAYOUT: tl.constexpr, A_VEC: tl.constexpr,
     B_VEC: tl.constexpr, M_VEC: tl.constexpr, C_VEC: tl.constexpr, R_VEC: tl.constexpr, K_VEC: tl.constexpr,
     EVEN_K: tl.constexpr,
     EPILOGUE: tl.constexpr, STORE_PRE: tl.constexpr, PRECISION: tl.constexpr, BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
-    USE_TMA: tl.constexpr, STREAM_K: tl.constexpr,
+    USE_TMA: tl.constexpr,
 ):  # fmt: skip
     """One program per SM; program p computes tiles p, p + NUM_SMS, ... in grouped order.
 
@@ -325,23 +296,7 @@ def _mm_persistent_kernel(
     lies, and the loaded tile is transposed in the dot.  The interpreter runs the descriptors
     too (numpy); without USE_TMA (a layout TMA cannot read, or a GPU before Hopper) the same
     loop loads through pointers.  Tile and K counters are 32-bit (descriptor coordinates
-    are; 2^31 tiles would be an output of 2^44 elements).
-
-    STREAM_K: the last ``sk_tiles`` tiles (in grouped order) are not given out whole: their
-    K blocks, ``sk_tiles x k_tiles`` of them, are cut into NUM_SMS equal ranges, one a
-    program.  Without this the last wave leaves SMs idle: 512 tiles of 128 x 256 at 4096³
-    are 3.88 per SM, and every program but 16 computes four, so the product takes four
-    tile-times for 3.88 of work (on the H200 M = 3968, 4096 and 4224 took the same time:
-    notes/2026-12-03-probe-matmul-waves-2805c9e.log).  The ranges come before the whole
-    tiles, so that the partial tiles' stores and reads overlap the other programs' whole
-    tiles instead of meeting in one burst at the end (spread last, the tail cost 20-30 µs
-    more than it saved: notes/2026-12-03-probe-matmul-streamk-f35118b.log).  A range may end
-    inside a tile; the programs that share a tile each store their partial fp32 tile to
-    ``ws`` (a slot per program and tile it touches, ``sk_slots`` a program), then count
-    themselves in at ``cnt[t]``; the last to arrive sums the partials in program order (the
-    same bits whichever program is last), applies the epilogue, stores, and puts the counter
-    back to 0
-    for the next launch.  Nobody waits for anybody, so no residency is assumed."""
+    are; 2^31 tiles would be an output of 2^44 elements)."""
     num_m = tl.cdiv(M, BLOCK_M)
     num_n = tl.cdiv(N, BLOCK_N)
     num_tiles = (num_m * num_n).to(tl.int32)
@@ -355,56 +310,21 @@ def _mm_persistent_kernel(
             b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[s_bk, 1], block_shape=[BLOCK_K, BLOCK_N])
         else:
             b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[s_bn, 1], block_shape=[BLOCK_N, BLOCK_K])
-    else:
-        a_desc = a_ptr
-        b_desc = b_ptr
-    num_dp = num_tiles - sk_tiles.to(tl.int32)
-    if STREAM_K:
-        # Iteration x of the tail's K blocks (x in [0, total)) belongs to the program p with
-        # start(p) <= x < start(p + 1), start(p) = p * total // NUM_SMS: p = ((x + 1) NUM_SMS - 1) // total.
-        # The host keeps total >= NUM_SMS, so no range is empty and every piece is counted.
-        pid = tl.program_id(0).to(tl.int64)
-        total = sk_tiles * k_tiles
-        start = pid * total // NUM_SMS
-        end = (pid + 1) * total // NUM_SMS
-        first = start // k_tiles
-        offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
-        it = start
-        while it < end:
-            t = it // k_tiles
-            k0 = it - t * k_tiles
-            k1 = tl.minimum(k0 + (end - it), k_tiles)
-            pid_m, pid_n = _grouped(num_dp + t, num_m, num_n, GROUP_M)
-            acc = _tile_product(a_desc, b_desc, a_ptr, b_ptr, pid_m, pid_n, M, N, K, k0.to(tl.int32),
-                                k1.to(tl.int32), s_am, s_ak, s_bk, s_bn, A_LAYOUT, B_LAYOUT, A_VEC, B_VEC, M_VEC,
-                                C_VEC, K_VEC, EVEN_K, PRECISION, BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA)  # fmt: skip
-            rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-            rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-            owner0 = ((t * k_tiles + 1) * NUM_SMS - 1) // total
-            owner1 = ((t + 1) * k_tiles * NUM_SMS - 1) // total
-            if owner0 == owner1:  # the whole tile in this range
-                _finish(acc, rm, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
-                        EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC)  # fmt: skip
-            else:
-                tl.store(ws_ptr + (pid * sk_slots + t - first) * (BLOCK_M * BLOCK_N) + offs, acc)
-                tl.debug_barrier()  # every thread's partial stored before the release
-                arrived = tl.atomic_add(cnt_ptr + t, 1, sem="acq_rel")
-                if arrived.to(tl.int64) == owner1 - owner0:  # the last of the tile's pieces
-                    # Every piece read back, its own too: holding acc beside the sum would
-                    # need 256 accumulator registers a thread, and spill.
-                    whole = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-                    for q in range(owner0, owner1 + 1):
-                        slot = q * sk_slots + t - (q * total // NUM_SMS) // k_tiles
-                        whole += tl.load(ws_ptr + slot * (BLOCK_M * BLOCK_N) + offs, cache_modifier=".cg")
-                    tl.store(cnt_ptr + t, 0)
-                    _finish(whole, rm, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
-                            EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC)  # fmt: skip
-            it = t * k_tiles + k1
-    for tile in tl.range(tl.program_id(0), num_dp, NUM_SMS, flatten=True):
+    for tile in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=True):
         pid_m, pid_n = _grouped(tile, num_m, num_n, GROUP_M)
-        acc = _tile_product(a_desc, b_desc, a_ptr, b_ptr, pid_m, pid_n, M, N, K, 0, k_tiles, s_am, s_ak, s_bk, s_bn,
+        if USE_TMA:
+            om = (pid_m * BLOCK_M).to(tl.int32)
+            on = (pid_n * BLOCK_N).to(tl.int32)
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for ki in range(0, k_tiles):
+                ok = ki * BLOCK_K
+                a = a_desc.load([om, ok]) if A_LAYOUT == 1 else a_desc.load([ok, om]).T
+                b = b_desc.load([ok, on]) if B_LAYOUT == 1 else b_desc.load([on, ok]).T
+                acc = _dot(a, b, acc, PRECISION)
+        else:
+            acc = _mainloop(a_ptr, b_ptr, pid_m, pid_n, M, N, K, 0, k_tiles, s_am, s_ak, s_bk, s_bn,
                             A_LAYOUT, B_LAYOUT, A_VEC, B_VEC, M_VEC, C_VEC, K_VEC, EVEN_K, PRECISION,
-                            BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA)  # fmt: skip
+                            BLOCK_M, BLOCK_N, BLOCK_K)  # fmt: skip
         rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         _finish(acc, rm, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
@@ -515,11 +435,6 @@ SPLIT_K_MAX_M = 128  # decode-like: at most this many rows ...
 SPLIT_K_MIN_K = 2048  # ... a deep K ...
 MAX_SPLITS = 16
 PERSISTENT_MIN_MNK = 1024**3  # persistent on Hopper from M·N·K of 1024³ up (launch overhead pays off)
-# Stream-K over the persistent kernel's last wave (its STREAM_K): taken where the SMs the last
-# wave leaves idle are at least STREAM_K_MIN_GAIN of the product's tile-times, with at least
-# STREAM_K_MIN_BLOCKS K blocks a program (otherwise the tail and one more wave are spread).
-STREAM_K_MIN_GAIN = 0.01
-STREAM_K_MIN_BLOCKS = 8
 _REDUCE_BLOCK = (32, 128)  # the split-K reduction's tile
 _GELU_BLOCK = 1024
 
@@ -614,51 +529,6 @@ def split_count(m: int, n: int, k: int, config: TileConfig, sms: int) -> tuple[i
     return cdiv(k, k_per_split), k_per_split
 
 
-def stream_k_plan(tiles: int, k_tiles: int, sms: int) -> tuple[int, int]:
-    """(sk_tiles, slots) for the persistent kernel over ``tiles`` output tiles of ``k_tiles``
-    K blocks on ``sms`` programs: how many of the last tiles are spread by K blocks over every
-    program (0: none, every tile whole), and the partial-tile slots a program needs (the most
-    tiles one program's range touches).
-
-    Whole tiles fill ``tiles // sms`` waves; the last wave holds ``tiles % sms`` tiles and
-    leaves the other SMs idle for one tile-time, a share ``(sms - tail) / sms / waves`` of the
-    product.  Below ``STREAM_K_MIN_GAIN`` of it (or with no tail, one wave or less, or one K
-    block) nothing is spread.  The tail is spread alone when that gives every program at least
-    ``STREAM_K_MIN_BLOCKS`` K blocks, else with one more wave of tiles."""
-    if tiles <= sms or k_tiles < 2 or tiles % sms == 0:
-        return 0, 0
-    tail, waves = tiles % sms, cdiv(tiles, sms)
-    if (sms - tail) / sms / waves < STREAM_K_MIN_GAIN:
-        return 0, 0
-    sk = tail if tail * k_tiles >= STREAM_K_MIN_BLOCKS * sms else tail + sms
-    total = sk * k_tiles
-    if total < STREAM_K_MIN_BLOCKS * sms:
-        return 0, 0
-    slots = max((((p + 1) * total // sms - 1) // k_tiles) - (p * total // sms) // k_tiles + 1 for p in range(sms))
-    return sk, slots
-
-
-# The stream-K tail's counters, one per spread tile, zero between launches (the last piece of a
-# tile puts its counter back): one buffer per device and stream, grown as needed.
-_SK_COUNTERS: dict[tuple[int, int], torch.Tensor] = {}
-
-
-def _stream_k_scratch(index: int, ws_numel: int, n_counters: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(partial tiles, counters) for one stream-K launch on device ``index`` (-1: the CPU, under
-    the interpreter).  The partials are a fresh fp32 buffer from torch's caching allocator;
-    the counters are the stream's cached zeros (the kernel leaves them zero), or fresh zeros
-    while a CUDA graph is being captured (the capture's memset then runs before every replay)."""
-    device = torch.device("cpu") if index < 0 else torch.device("cuda", index)
-    ws = torch.empty(ws_numel, device=device, dtype=torch.float32)
-    if index >= 0 and capturing():
-        return ws, torch.zeros(n_counters, device=device, dtype=torch.int32)
-    key = (index, current_stream(index) if index >= 0 else 0)
-    cnt = _SK_COUNTERS.get(key)
-    if cnt is None or cnt.numel() < n_counters:
-        cnt = _SK_COUNTERS[key] = torch.zeros(max(n_counters, 512), device=device, dtype=torch.int32)
-    return ws, cnt
-
-
 def _layout(t: torch.Tensor) -> tuple[int, int, int, int]:
     """(layout, s0, s1, vec): which dimension is contiguous (a dimension of size 1 counts as
     contiguous: its index is always 0), the strides, and VEC when the other stride is a
@@ -743,14 +613,13 @@ def _run(
                a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0, out.data_ptr() % 16 == 0)  # fmt: skip
         hit = _PREPARED.get(key)
         if hit is not None:
-            kernel, launch_key, grid, tail, consts, warps, stages, tma, sk = hit
+            kernel, launch_key, grid, tail, consts, warps, stages, tma = hit
             if kernel is _SPLIT:
                 _split_launch(a, b, (out, out, out, out), index, hit)  # the common call's epilogue tensors
                 return
             if tma:
                 _ensure_allocator()
-            scratch = () if sk is None else (out, out) if not sk else _stream_k_scratch(index, *sk)
-            kernel.launch(launch_key, index, grid, (a, b, out, out, out, out, *tail, *scratch), consts, warps, stages)
+            kernel.launch(launch_key, index, grid, (a, b, out, out, out, out, *tail), consts, warps, stages)
             return
     prepared = _prepare(a, b, out, pre, bias, residual, variant, epilogue, precision, config, index)
     if prepared is None:  # the autotuner's first call of a key: launched already
@@ -760,17 +629,15 @@ def _run(
         if common:  # without the tensors: an entry must not keep this call's output alive
             _remember(key, (*prepared[:3], None, *prepared[4:]))
         return
-    kernel, launch_key, grid, args, consts, warps, stages, tma, sk = prepared
+    kernel, launch_key, grid, args, consts, warps, stages, tma = prepared
     if tma and not INTERPRETER:
         _ensure_allocator()
-    tensors = [x for x in args if isinstance(x, torch.Tensor)]
     if _recording is not None:
-        _launch(kernel, tuple(tensors), index, grid, args, consts, warps, stages)
+        _launch(kernel, args[:6], index, grid, args, consts, warps, stages)
         return
     kernel.launch(launch_key, index, grid, args, consts, warps, stages)
-    if common:  # the runtime integers between the six operands and the scratch tensors
-        tail = args[6 : len(args) - (0 if sk is None else 2)]
-        _remember(key, (kernel, launch_key, grid, tail, consts, warps, stages, tma and not INTERPRETER, sk))
+    if common:
+        _remember(key, (kernel, launch_key, grid, args[6:], consts, warps, stages, tma and not INTERPRETER))
 
 
 def _remember(key: tuple[Any, ...], entry: tuple[Any, ...]) -> None:
@@ -784,9 +651,8 @@ def _prepare(
     residual: torch.Tensor | None, variant: str, epilogue: str | None, precision: str | None,
     config: TileConfig | None, index: int,
 ) -> tuple[Any, ...] | None:  # fmt: skip
-    """(kernel, launch key, grid, args, consts, warps, stages, uses TMA, stream-K scratch) for one
-    launch (the last: None except for the persistent kernel, see its ``sk`` below); None where
-    the launch happened here (split-K's two kernels; the autotuner's choosing call)."""
+    """(kernel, launch key, grid, args, consts, warps, stages, uses TMA) for one launch; None
+    where the launch happened here (split-K's two kernels; the autotuner's choosing call)."""
     (m, k), n = a.shape, b.shape[1]
     a_lay, s_am, s_ak, a_vec = _layout(a)
     b_lay, s_bk, s_bn, b_vec = _layout(b)
@@ -828,7 +694,7 @@ def _prepare(
         kw = chosen.kwargs
         grid = (cdiv(m, kw["BLOCK_M"]) * cdiv(n, kw["BLOCK_N"]), 1, 1)
         consts = (*head, kw["BLOCK_M"], kw["BLOCK_N"], kw["BLOCK_K"], kw["GROUP_M"])
-        return _TUNED, launch_key, grid, args, consts, chosen.num_warps, chosen.num_stages, False, None
+        return _TUNED, launch_key, grid, args, consts, chosen.num_warps, chosen.num_stages, False
     cfg = config or default_config(variant, a.dtype, m)
     assert cfg is not None
     strides = (s_am, s_ak, s_bk, s_bn, out.stride(0), s_bias, s_rm, s_rn)
@@ -838,23 +704,17 @@ def _prepare(
     if variant == "fixed":
         consts = (a_lay, b_lay, r_lay, a_vec, b_vec, m_vec, c_vec, r_vec, k_vec, even_k, code, store_pre, prec, *tile)
         return (_FIXED, _launch_key(index, tensors), (tiles, 1, 1), (*tensors, m, n, k, *strides), consts,
-                cfg.num_warps, cfg.num_stages, False, None)  # fmt: skip
+                cfg.num_warps, cfg.num_stages, False)  # fmt: skip
     if variant == "persistent":
         use_tma = (
             _tma_ok(a, a_lay, a_vec) and _tma_ok(b, b_lay, b_vec)
             and (INTERPRETER or _capability(index)[0] >= 9)
         )  # fmt: skip
         sms = sm_count(a.device)
-        sk_tiles, slots = stream_k_plan(tiles, cdiv(k, cfg.block_k), sms)
-        # sk: 0 without stream-K (the scratch arguments are out, never read), else the sizes of
-        # its scratch (_stream_k_scratch), made anew for every call.
-        sk = (sms * slots * cfg.block_m * cfg.block_n, sk_tiles) if sk_tiles else 0
-        scratch = _stream_k_scratch(index, *sk) if sk else (out, out)
         consts = (a_lay, b_lay, r_lay, a_vec, b_vec, m_vec, c_vec, r_vec, k_vec, even_k, code, store_pre, prec,
-                  *tile, sms, use_tma, bool(sk_tiles))  # fmt: skip
-        return (_PERSISTENT, _launch_key(index, (*tensors, *scratch)), (min(sms, tiles), 1, 1),
-                (*tensors, m, n, k, *strides, sk_tiles, slots, *scratch), consts, cfg.num_warps, cfg.num_stages,
-                use_tma, sk)  # fmt: skip
+                  *tile, sms, use_tma)  # fmt: skip
+        return (_PERSISTENT, _launch_key(index, tensors), (min(sms, tiles), 1, 1), (*tensors, m, n, k, *strides),
+                consts, cfg.num_warps, cfg.num_stages, use_tma)  # fmt: skip
     # split_k: a workspace per call and two kernels (_split_launch).  In this tuple's slots:
     # the launch key holds both kernels' keys (the workspace is always 16-byte aligned), the
     # grid both grids, "args" the epilogue's four tensors and consts both constexpr tuples.
@@ -869,7 +729,7 @@ def _prepare(
     tails = ((m, n, k, k_per_split, *strides[:4]), (m, n, splits, *strides[4:]), (splits, m, n))
     consts = ((a_lay, b_lay, a_vec, b_vec, m_vec, c_vec, k_vec, even_k, prec, *tile),
               (r_lay, r_vec, c_vec, code, store_pre, rm, rn))  # fmt: skip
-    return _SPLIT, keys, grids, ep, consts, cfg.num_warps, cfg.num_stages, tails, None
+    return _SPLIT, keys, grids, ep, consts, cfg.num_warps, cfg.num_stages, tails
 
 
 def _split_launch(
@@ -877,7 +737,7 @@ def _split_launch(
 ) -> None:  # fmt: skip
     """Split-K's two launches: the partial products into a fresh fp32 workspace ``[splits, M,
     N]``, then their sum in split order with the epilogue (``prepared`` from :func:`_prepare`)."""
-    _, keys, grids, _, consts, warps, stages, tails, _ = prepared
+    _, keys, grids, _, consts, warps, stages, tails = prepared
     ws = torch.empty(tails[2], device=a.device, dtype=torch.float32)
     if _recording is not None:
         _launch(_SPLIT, (a, b, ws), index, grids[0], (a, b, ws, *tails[0]), consts[0], warps, stages)

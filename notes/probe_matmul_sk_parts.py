@@ -1,5 +1,8 @@
 """Probe: where the persistent GEMM's stream-K tail loses its time (H200, bf16, 4096³ and 8192³).
 
+Runs against ``kernels/matmul.py`` as it was at 75ac73d (``_tile_product``, ``stream_k_plan``;
+the stream-K tail was removed after this probe, notes/README.md "ninth session").
+
 Why: spreading the last wave's K blocks over every program should save 3% at 4096³ and 8192³
 (the last wave leaves SMs idle for a tile-time), but it cost 26-30 µs at 4096³ and did not
 save the 3% at 8192³ under Nsight Compute (notes/2026-12-03-probe-matmul-streamk-*.log,

@@ -1,5 +1,9 @@
 """Probe: the persistent GEMM with and without its stream-K tail (H200, bf16 and fp16).
 
+The stream-K tail was built at f35118b and 6406b22 and removed at the next commits (it cost
+more than it saved, notes/README.md "ninth session"): this file runs against
+``kernels/matmul.py`` as it was at 6406b22 (``stream_k_plan``, ``STREAM_K_MIN_GAIN``).
+
 Second pass: the tail spread before the whole tiles (at f35118b it ran after them and cost
 more than it saved: notes/2026-12-03-probe-matmul-streamk-f35118b.log).
 

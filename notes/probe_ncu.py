@@ -16,7 +16,8 @@ Exploration, not a study: the published numbers come from `python -m bench run .
 * ``split_whole``: the whole two-launch split at 64 x 131072.
 * ``mm_spread_N`` / ``mm_whole_N``: the persistent GEMM at N³ bf16 with its stream-K tail
   and without (at 4096³ the tail cost 30 µs more than it saved, at 8192³ it saved 46 µs:
-  notes/2026-12-03-probe-matmul-streamk-6406b22.log).
+  notes/2026-12-03-probe-matmul-streamk-6406b22.log; ran at 6cc31e8, the tail has since been
+  removed, so these two probes now time the same kernel).
 * ``rope`` / ``rope_compile``: RoPE's forward at T = 16384, 32 / 8 heads, head dim 128: ours
   104 us, torch.compile's 85 in run rope-20261201T225422Z-b6cb1d3.
 

@@ -32,7 +32,6 @@ from kernels.matmul import (
     default_variant,
     matmul,
     split_count,
-    stream_k_plan,
 )
 
 DTYPES = [torch.float16, torch.bfloat16, torch.float32]
@@ -239,7 +238,7 @@ def test_persistent_reads_through_tma_and_falls_back_to_pointers(monkeypatch) ->
     assert_close(matmul(a_t, b.T.T, variant="persistent"), reference(a_t, b), torch.float16, "tma a.T")
     skew = randn((40, 65), torch.float16, "skew")[:, 1:]  # base 2 bytes off the 16-byte grid
     assert_close(matmul(skew, b, variant="persistent"), reference(skew, b), torch.float16, "pointers")
-    use_tma = [consts[-2] for name, _, consts in spy.launches if name == "_mm_persistent_kernel"]  # (USE_TMA, STREAM_K)
+    use_tma = [consts[-1] for name, _, consts in spy.launches if name == "_mm_persistent_kernel"]
     assert use_tma == [True, True, False]
 
 
@@ -255,82 +254,6 @@ def test_persistent_programs_walk_many_tiles(layout, monkeypatch) -> None:
     bias = randn((130,), torch.float16, "wbias")
     c = matmul(a, b, variant="persistent", epilogue="bias", bias=bias)
     assert_close(c, reference(a, b, "bias", bias=bias), torch.float16, layout)
-
-
-def _ranges(sk: int, k_tiles: int, sms: int) -> list[tuple[int, int]]:
-    total = sk * k_tiles
-    return [(p * total // sms, (p + 1) * total // sms) for p in range(sms)]
-
-
-@pytest.mark.parametrize(
-    ("tiles", "k_tiles", "sms", "want"),
-    [
-        (512, 64, 132, 116),  # 4096³ in 128 x 256 tiles: 3.88 waves, the last 116 tiles spread
-        (2048, 128, 132, 68),  # 8192³: 15.5 waves
-        (528, 64, 132, 0),  # four full waves: nothing to spread
-        (100, 64, 132, 0),  # less than one wave
-        (263, 64, 132, 0),  # 131 of 132 SMs busy in the last of 2 waves: 0.4%, below the 1% floor
-        (133, 64, 132, 133),  # one tile in the last wave: it and one more wave are spread
-        (133, 4, 132, 0),  # ... unless that gives a program fewer than 8 K blocks
-        (8, 12, 3, 2),  # the interpreter tests' plans below
-        (8, 7, 3, 5),
-    ],
-)
-def test_stream_k_plan_spreads_the_last_wave(tiles, k_tiles, sms, want) -> None:
-    """The tail spread over every program, each program's range non-empty (the kernel counts a
-    tile's pieces from the range formula, so an empty range would leave a tile unfinished), and
-    the kernel's owner formula naming exactly the programs whose ranges touch each tile."""
-    sk, slots = stream_k_plan(tiles, k_tiles, sms)
-    assert sk == want
-    if not sk:
-        assert slots == 0
-        return
-    ranges = _ranges(sk, k_tiles, sms)
-    assert all(e - s >= 8 for s, e in ranges)
-    total = sk * k_tiles
-    for t in range(sk):
-        touching = [p for p, (s, e) in enumerate(ranges) if s < (t + 1) * k_tiles and e > t * k_tiles]
-        owner0 = ((t * k_tiles + 1) * sms - 1) // total
-        owner1 = ((t + 1) * k_tiles * sms - 1) // total
-        assert touching == list(range(owner0, owner1 + 1)), t
-    assert slots == max((e - 1) // k_tiles - s // k_tiles + 1 for s, e in ranges)
-
-
-@pytest.mark.parametrize("layout", ["tma", "pointers"])
-@pytest.mark.parametrize("k", [384, 200], ids=["tail-alone", "tail-and-a-wave"])
-def test_stream_k_tail_matches_float64_and_repeats_bit_for_bit(layout, k, monkeypatch) -> None:
-    """With 3 "SMs", 4 x 2 tiles of 32 x 32: 2 full waves and a tail of 2 tiles.  K = 384 (12
-    blocks) spreads the tail alone, each tile in two pieces; K = 200 (7 blocks, a ragged last
-    one) spreads the tail and one wave, 5 tiles, two of them whole in one range.  Every
-    epilogue, the plain call twice through its prepared launch (the counters must be back at
-    zero for the second) and the bias + GELU call with its pre-activation."""
-    monkeypatch.setattr(mm_module, "sm_count", lambda device: 3)
-    monkeypatch.setattr(mm_module, "_SK_COUNTERS", {})
-    monkeypatch.setattr(mm_module, "_PREPARED", {})
-    spy = LaunchSpy(monkeypatch)
-    m, n, dtype = 100, 64, torch.float16
-    a = randn((m, k), dtype, ("ska", k))
-    if layout == "pointers":
-        a = randn((m, k + 1), dtype, ("ska2", k))[:, 1:]  # misaligned base: no TMA
-    b = randn((k, n), dtype, ("skb", k))
-    first = matmul(a, b, variant="persistent")
-    assert_close(first, reference(a, b), dtype, f"stream-K {layout}")
-    assert [c[-1] for name, _, c in spy.launches if name == "_mm_persistent_kernel"] == [True]
-    (counters,) = mm_module._SK_COUNTERS.values()
-    assert not counters.any(), "the last piece of a tile did not put its counter back to zero"
-    for _ in range(2):
-        assert torch.equal(matmul(a, b, variant="persistent"), first), "stream-K is not deterministic"
-    for epilogue in ("bias", "bias_gelu", "residual"):
-        ex = extras(epilogue, m, n, dtype, ("skx", k))
-        out = matmul(a, b, variant="persistent", epilogue=epilogue, **ex)
-        assert_close(out, reference(a, b, epilogue, **ex), dtype, f"stream-K {layout} {epilogue}")
-    a.requires_grad_(True)
-    bias = randn((n,), dtype, ("skbias", k))
-    out = matmul(a, b, variant="persistent", epilogue="bias_gelu", bias=bias)
-    (ga,) = torch.autograd.grad(out, [a], torch.ones_like(out))
-    z = (a.detach().double() @ b.double() + bias.double()).requires_grad_(True)
-    (gz,) = torch.autograd.grad(F.gelu(z, approximate="tanh"), [z], torch.ones_like(z))
-    assert_close(ga, gz @ b.double().T, dtype, f"stream-K {layout} gradient")
 
 
 @pytest.mark.parametrize("variant", ["fixed", "persistent"])
@@ -623,9 +546,9 @@ mm = importlib.import_module("kernels.matmul")
 INTS = ["M", "N", "K", "s_am", "s_ak", "s_bk", "s_bn", "s_cm", "s_bias", "s_rm", "s_rn"]
 P6 = {n: "*bf16" for n in ("a_ptr", "b_ptr", "c_ptr", "pre_ptr", "bias_ptr", "res_ptr")}
 
-def probe(name, fn, ptrs, ints, consts, warps, stages, extra={}):
-    sig = {**ptrs, **{k: "i64" for k in ints}, **extra, **{k: "constexpr" for k in consts}}
-    attrs = {(i,): [["tt.divisibility", 16]] for i, t in enumerate(sig.values()) if t.startswith("*")}
+def probe(name, fn, ptrs, ints, consts, warps, stages):
+    sig = {**ptrs, **{k: "i64" for k in ints}, **{k: "constexpr" for k in consts}}
+    attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(ptrs))}
     k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs),
                        target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages})
     ptx = k.asm["ptx"]
@@ -644,10 +567,9 @@ def consts(a_lay, b_lay, cfg, even=True, **kw):
 f, p = mm.FIXED_CONFIG, mm.PERSISTENT_CONFIG
 probe("fixed", mm._mm_fixed_kernel, P6, INTS, consts(1, 1, f), 4, 3)
 probe("fixed a.T, K tail, bias_gelu", mm._mm_fixed_kernel, P6, INTS, consts(2, 2, f, even=False, epi=2), 4, 3)
-SK = {"sk_tiles": "i64", "sk_slots": "i64", "ws_ptr": "*fp32", "cnt_ptr": "*i32"}
-for a_lay, b_lay, sk in ((1, 1, False), (1, 2, False), (2, 1, False), (1, 1, True)):
-    probe(f"persistent {a_lay}{b_lay}" + (" stream-K" if sk else ""), mm._mm_persistent_kernel, P6, INTS,
-          {**consts(a_lay, b_lay, p), "NUM_SMS": 132, "USE_TMA": True, "STREAM_K": sk}, 8, 3, extra=SK)
+for a_lay, b_lay in ((1, 1), (1, 2), (2, 1)):
+    probe(f"persistent {a_lay}{b_lay}", mm._mm_persistent_kernel, P6, INTS,
+          {**consts(a_lay, b_lay, p), "NUM_SMS": 132, "USE_TMA": True}, 8, 3)
 """
 
 
@@ -663,7 +585,7 @@ def test_kernels_compile_for_hopper_with_tma_wgmma_and_vector_loads() -> None:
                           timeout=600, cwd=root)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     reports = {r["name"]: r for r in map(json.loads, done.stdout.splitlines())}
-    assert len(reports) == 6
+    assert len(reports) == 5
     for name, r in reports.items():
         assert r["wgmma"] > 0, r
         assert r["vector_stores"] > 0, r
