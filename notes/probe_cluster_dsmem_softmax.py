@@ -20,6 +20,10 @@ wait before the first remote store) makes sure every program of the cluster has 
 before its shared memory is written.
 
     python3 notes/probe_cluster_dsmem_softmax.py > $OUT/probe_cluster_dsmem_softmax.log
+
+Its first run (notes/2026-12-03-probe-cluster-dsmem-softmax-3e350ae-wronggrid.log) launched
+``rows * P`` clusters, P times the grid (the launcher's grid counts clusters): its times are
+P times the work and its P = 16 results read and wrote past the rows; not results.
 """
 
 from __future__ import annotations
@@ -141,7 +145,7 @@ def dsmem_softmax(x: torch.Tensor, y: torch.Tensor, parts: int, warps: int) -> N
                                     if "cluster" in ln or "ld.shared.v2" in ln][:10]}),
               flush=True)  # fmt: skip
     compiled = hit
-    compiled.run.launch(rows * parts, 1, 1, torch.cuda.current_stream().cuda_stream, compiled.function, False, False,
+    compiled.run.launch(rows, 1, 1, torch.cuda.current_stream().cuda_stream, compiled.function, False, False,
                         None, None, (warps, parts, OFF + 8 * parts), None, None, None, *args,
                         *consts.values())  # fmt: skip
 
