@@ -154,7 +154,7 @@ def dsmem_variants(variants, xs, ys, rows, cols, esize, dev) -> None:  # type: i
     vec = 16 // esize
     for parts in (4, 8, 16):
         chunk = triton.next_power_of_2(-(-(cols + (0 if cols % vec == 0 else vec - 1)) // parts))
-        for warps in (4, 8):
+        for warps in (4, 8, 16):
             per_thread = chunk // (32 * warps)
             if not 8 <= per_thread <= 64:
                 continue
@@ -162,7 +162,7 @@ def dsmem_variants(variants, xs, ys, rows, cols, esize, dev) -> None:  # type: i
 
 
 SHAPES = ((64, 131072, torch.bfloat16), (128, 131072, torch.bfloat16), (256, 65536, torch.bfloat16),
-          (64, 131075, torch.bfloat16))  # fmt: skip
+          (64, 131075, torch.bfloat16), (32, 262144, torch.bfloat16), (8192, 32768, torch.bfloat16))  # fmt: skip
 
 if __name__ == "__main__":
     main(SHAPES, dsmem_variants)
