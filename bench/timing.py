@@ -79,6 +79,20 @@ def mean_event_us(fn: Callable[[], object], repeat: int = 20) -> float:
     return event_time_ms(fn, repeat) * 1000
 
 
+def interleaved_us(fns: dict[str, Callable[[], object]], calls: int, rounds: int) -> dict[str, list[float]]:
+    """A probe's samples (notes/): every function once (it compiles), then ``rounds`` rounds
+    in which each function takes one sample, the mean µs of ``calls`` calls between two CUDA
+    events; interleaved, so that clock drift under load hits every function alike."""
+    for fn in fns.values():
+        fn()
+    torch.cuda.synchronize()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            times[name].append(event_time_ms(fn, calls) * 1000)
+    return times
+
+
 def calls_for(estimate_ms: float, target_ms: float, most: int = 1000) -> int:
     """How many calls one sample holds, so that it lasts about ``target_ms``."""
     return max(1, min(most, round(target_ms / max(estimate_ms, 1e-4))))

@@ -43,43 +43,47 @@ LOG2E = tl.constexpr(1.4426950408889634)
 OFF = 16384  # bytes: the exchange slots' offset in dynamic shared memory
 
 
+# The cluster's PTX, shared with notes/probe_cluster_staged_softmax.py (Gluon).
+ARRIVE = tl.constexpr("barrier.cluster.arrive.relaxed.aligned;\n\tmov.b32 $0, $1;")
+WAIT = tl.constexpr("barrier.cluster.wait.aligned;\n\tmov.b32 $0, $1;")
+SYNC = tl.constexpr(
+    "barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;\n\tmov.b32 $0, $1;"
+)
+# (m, s) into byte ``offset`` of cluster member ``rank``'s shared memory ...
+PUT = tl.constexpr(
+    "{\n\t.reg .u32 a, r;\n\tmov.u32 a, global_smem;\n\tadd.u32 a, a, $2;\n\t"
+    "mapa.shared::cluster.u32 r, a, $1;\n\tst.shared::cluster.v2.f32 [r], {$3, $4};\n\tmov.b32 $0, 0;\n\t}"
+)
+# ... and the pair at byte ``offset`` of this program's own (the token orders it after the barrier).
+GET = tl.constexpr(
+    "{\n\t.reg .u32 a;\n\tmov.u32 a, global_smem;\n\tadd.u32 a, a, $2;\n\tld.shared.v2.f32 {$0, $1}, [a];\n\t}"
+)
+
+
 @triton.jit
 def _arrive(token):
-    return tl.inline_asm_elementwise("barrier.cluster.arrive.relaxed.aligned;\n\tmov.b32 $0, $1;", "=r,r",
-                                     [token], dtype=tl.int32, is_pure=False, pack=1)  # fmt: skip
+    return tl.inline_asm_elementwise(ARRIVE, "=r,r", [token], dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit
 def _wait(token):
-    return tl.inline_asm_elementwise("barrier.cluster.wait.aligned;\n\tmov.b32 $0, $1;", "=r,r",
-                                     [token], dtype=tl.int32, is_pure=False, pack=1)  # fmt: skip
+    return tl.inline_asm_elementwise(WAIT, "=r,r", [token], dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit
 def _sync(token):
-    return tl.inline_asm_elementwise(
-        "barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;\n\tmov.b32 $0, $1;",
-        "=r,r", [token], dtype=tl.int32, is_pure=False, pack=1,
-    )  # fmt: skip
+    return tl.inline_asm_elementwise(SYNC, "=r,r", [token], dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit
 def _put(rank, offset, m, s):
-    # (m, s) into byte ``offset`` of cluster member ``rank``'s shared memory.
-    return tl.inline_asm_elementwise(
-        "{\n\t.reg .u32 a, r;\n\tmov.u32 a, global_smem;\n\tadd.u32 a, a, $2;\n\t"
-        "mapa.shared::cluster.u32 r, a, $1;\n\tst.shared::cluster.v2.f32 [r], {$3, $4};\n\tmov.b32 $0, 0;\n\t}",
-        "=r,r,r,f,f", [rank, offset, m, s], dtype=tl.int32, is_pure=False, pack=1,
-    )  # fmt: skip
+    return tl.inline_asm_elementwise(PUT, "=r,r,r,f,f", [rank, offset, m, s], dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit
 def _get(offset, token):
-    # The pair at byte ``offset`` of this program's shared memory (``token`` orders it after the barrier).
-    return tl.inline_asm_elementwise(
-        "{\n\t.reg .u32 a;\n\tmov.u32 a, global_smem;\n\tadd.u32 a, a, $2;\n\tld.shared.v2.f32 {$0, $1}, [a];\n\t}",
-        "=f,=f,r,r", [offset, token], dtype=(tl.float32, tl.float32), is_pure=False, pack=1,
-    )  # fmt: skip
+    return tl.inline_asm_elementwise(GET, "=f,=f,r,r", [offset, token], dtype=(tl.float32, tl.float32),
+                                     is_pure=False, pack=1)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["x_stride", "y_stride"])

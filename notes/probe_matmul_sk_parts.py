@@ -35,7 +35,7 @@ import torch
 import triton
 import triton.language as tl
 
-from bench.timing import event_time_ms
+from bench.timing import interleaved_us
 
 mm = importlib.import_module("kernels.matmul")
 ROUNDS = 9
@@ -157,13 +157,7 @@ def probe(n: int) -> None:
             "tail-aligned": lambda: tail(2),
             "tail-owner-waits": lambda: tail(3),
         }
-        for fn in fns.values():
-            fn()
-        torch.cuda.synchronize()
-        times: dict[str, list[float]] = {k: [] for k in fns}
-        for _ in range(ROUNDS):
-            for name, fn in fns.items():
-                times[name].append(event_time_ms(fn, 20) * 1000)
+        times = interleaved_us(fns, 20, ROUNDS)
         tile_us = statistics.median(times["whole-4-waves"]) / (4 if n == 4096 else 16)
         for name, ts in times.items():
             us = statistics.median(ts)

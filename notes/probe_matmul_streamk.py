@@ -30,7 +30,7 @@ import statistics
 import torch
 import torch.nn.functional as F
 
-from bench.timing import event_time_ms
+from bench.timing import interleaved_us
 
 mm = importlib.import_module("kernels.matmul")
 
@@ -50,13 +50,7 @@ def ours(a, b, spread: bool, **kw):  # type: ignore[no-untyped-def]
 
 
 def interleaved(fns: dict, calls: int) -> dict[str, tuple[float, float]]:
-    for fn in fns.values():
-        fn()
-    torch.cuda.synchronize()
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(ROUNDS):
-        for name, fn in fns.items():
-            times[name].append(event_time_ms(fn, calls) * 1000)
+    times = interleaved_us(fns, calls, ROUNDS)
     return {k: (statistics.median(v), max(v) / min(v) - 1) for k, v in times.items()}
 
 

@@ -19,7 +19,7 @@ import statistics
 
 import torch
 
-from bench.timing import event_time_ms
+from bench.timing import interleaved_us
 from kernels.matmul import matmul
 
 ROUNDS = 9
@@ -43,14 +43,7 @@ def main() -> None:
                 a = torch.randn((m, n), generator=g, device=dev).to(dtype)
                 fns[f"ours/{m}"] = lambda a=a, b=b: matmul(a, b, variant="persistent")
                 fns[f"cublas/{m}"] = lambda a=a, b=b: torch.mm(a, b)
-            for fn in fns.values():
-                fn()
-            torch.cuda.synchronize()
-            times: dict[str, list[float]] = {k: [] for k in fns}
-            for _ in range(ROUNDS):
-                for name, fn in fns.items():
-                    times[name].append(event_time_ms(fn, CALLS[n]) * 1000)
-            for name, ts in times.items():
+            for name, ts in interleaved_us(fns, CALLS[n], ROUNDS).items():
                 who, m = name.split("/")
                 us = statistics.median(ts)
                 tiles = -(-int(m) // 128) * -(-n // 256)
