@@ -858,8 +858,12 @@ def row_split_apply_kernel(
     # One program per (row, chunk), a programmatic dependent of the reduce launch: that hides
     # the gap between the launches, a few µs that rows of a few hundred KB cannot afford
     # (gdc_wait returns at once without a dependent launch).  READS_OUT2: a is the reduce's
-    # second output (launched with a = out2 and the extended flags of a one-input call).
-    _apply_chunk(a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, rstat_ptr, stats_ptr, tl.program_id(0),
+    # second output (launched with a = out2 and the extended flags of a one-input call).  An
+    # op with no row output (EXT_NOOUT) has only the merge to do: one program per row, the
+    # item of its first chunk (a program per chunk would each read the row's statistics and
+    # all but one throw them away: 2048 programs for 16 rows of 1048576).
+    item = tl.program_id(0) * CHUNKS if EXT & 32 else tl.program_id(0)
+    _apply_chunk(a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, rstat_ptr, stats_ptr, item,
                  n_rows, a_stride, b_stride, c_stride, out_stride, out2_stride,
                  WIDTH, BLOCK, LANES, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B, COMBINE, APPLY, CHUNKS, SPAN,
                  EXT, FINISH, M_INIT, ARG, COMPILED, READS_OUT2)  # fmt: skip
@@ -1141,8 +1145,9 @@ def _steps(
     reduce = _Step(_SPLIT_REDUCE_L, (*lanes, op.accumulate, op.combine, plan.chunks, plan.span, *tail, early),
                    ("a", "b", "c", "w", "out2", "stats"), 1, plan.chunks)  # fmt: skip
     if early is None:
+        per_row = 1 if ext & EXT_NOOUT else plan.chunks  # the merge alone: a program per row
         apply = _Step(_SPLIT_APPLY_L, (*lanes, op.combine, op.apply, plan.chunks, plan.span, *tail, False),
-                      (*ROW_ROLES, "stats"), 1, plan.chunks, pdl=not INTERPRETER)  # fmt: skip
+                      (*ROW_ROLES, "stats"), 1, per_row, pdl=not INTERPRETER)  # fmt: skip
     else:  # a = the reduce's second output, read back without c and not written again
         tail_apply = (ext & ~(EXT_C | EXT_OUT2), *tail[1:], True)
         apply = _Step(_SPLIT_APPLY_L, (*lanes, op.combine, op.apply, plan.chunks, plan.span, *tail_apply),
@@ -1364,6 +1369,8 @@ class _Prepared:
     def bind_pair(self) -> tuple[Any, ...] | None:
         """The two-launch split's launches for :meth:`split_call`, once both are bound."""
         if self.plan.kind != "split" or self.plan.one_launch or len(self.steps) != 2 or None in self.bound:
+            return None
+        if any(step.programs_per_row != self.plan.chunks for step in self.steps):  # its grids are rows x chunks
             return None
         dtype = torch.float64 if self.acc64 else torch.float32
         return (self.bound[0], self.steps[0].consts, self.bound[1], self.steps[1].consts, self.plan.chunks, dtype)
