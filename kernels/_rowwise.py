@@ -1210,6 +1210,11 @@ def _one_launch_scratch(
     if index < 0 or capturing():
         return (torch.empty(n_stats, device=device, dtype=dtype),
                 torch.zeros(n_sync, device=device, dtype=torch.int32))  # fmt: skip
+    return _cached_scratch(index, n_stats, n_sync, dtype)
+
+
+def _cached_scratch(index: int, n_stats: int, n_sync: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    # The current stream's entry of _ONE_LAUNCH_SCRATCH, grown to hold n_stats and n_sync.
     key = (index, current_stream(index), dtype)
     found = _ONE_LAUNCH_SCRATCH.get(key)
     if found is None or found[0].numel() < n_stats or found[1].numel() < n_sync:
@@ -1218,6 +1223,20 @@ def _one_launch_scratch(
             torch.zeros(max(n_sync, 1024), device=index, dtype=torch.int32),
         )
     return found
+
+
+def _split_stats(n_rows: int, chunks: int, index: int, dtype: torch.dtype) -> torch.Tensor:
+    """The two-launch split's per-chunk statistics (``n_rows * chunks * 2`` values of
+    ``dtype``) on GPU ``index``: on an eager call the stream's cached buffer (the next call's
+    reduce launch starts after this call's apply launch ends, so one buffer serves them all);
+    in a CUDA-graph capture a buffer of its own, which the graph keeps.  No counters: the two
+    launches need none, and zeroed counters allocated in a capture put a fill kernel in every
+    replay (about a microsecond a call: the row sum at 16 x 1048576 bf16 took 11.3 µs against
+    10.3 without it, notes/2026-12-03-probe-rowsum-split-719d350.log)."""
+    n_stats = n_rows * chunks * 2
+    if n_rows * chunks >= 2**30 or capturing():
+        return torch.empty(n_stats, device=index, dtype=dtype)
+    return _cached_scratch(index, n_stats, 0, dtype)[0]
 
 
 def _c_role(a: torch.Tensor, extras: RowExtras) -> torch.Tensor:
@@ -1396,12 +1415,7 @@ class _Prepared:
         argument against the general path)."""
         steps, scratch, chunks, dtype = self.fast  # type: ignore[misc]
         if scratch == "split":
-            # The stream's cached statistics (the one-launch split's): the next call's reduce
-            # launch starts after this call's apply launch ends, so one buffer serves them all.
-            if n_rows * chunks < 2**30:
-                ptrs = (*ptrs, _one_launch_scratch(n_rows, chunks, self.index, dtype)[0].data_ptr())
-            else:
-                ptrs = (*ptrs, torch.empty(n_rows * chunks * 2, device=self.index, dtype=dtype).data_ptr())
+            ptrs = (*ptrs, _split_stats(n_rows, chunks, self.index, dtype).data_ptr())
         elif scratch == "one":
             stats, sync = _one_launch_scratch(n_rows, chunks, self.index, dtype)
             ptrs = (*ptrs, stats.data_ptr(), sync.data_ptr())
@@ -1412,15 +1426,14 @@ class _Prepared:
                    None, None, None, *roles(ptrs), n_rows, *stride_roles(strides), *consts)  # fmt: skip
 
     def split_call(self, pa: int, pb: int, po: int, sa: int, sb: int, so: int, n_rows: int) -> None:
-        """The two-launch split of a call without extras: one scratch allocation (the chunks'
-        statistics) and the two compiled launches, nothing else.  The general path above cost
+        """The two-launch split of a call without extras: the chunks' statistics
+        (:func:`_split_stats`) and the two compiled launches, nothing else.  The general path above cost
         45-51 µs of host time per call on the H200 (4 x 32769 bf16; torch.softmax 10.5;
         notes/probe_split_host.py).  Its launches are checked argument by argument against
         the general path's (tests/test_launch_paths.py); notes/check_split_fast.py checks it
         on a GPU."""
         (l0, f0, m0, c0, p0), consts0, (l1, f1, m1, c1, p1), consts1, chunks, dtype = self.pair  # type: ignore[misc]
-        stats = torch.empty(n_rows * chunks * 2, device=self.index, dtype=dtype)
-        ps = stats.data_ptr()
+        ps = _split_stats(n_rows, chunks, self.index, dtype).data_ptr()
         grid = n_rows * chunks
         stream = current_stream(self.index)
         l0(grid, 1, 1, stream, f0, c0, p0, None, None, m0, None, None, None,

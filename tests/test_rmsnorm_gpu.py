@@ -150,3 +150,41 @@ def test_row_sum_wide_rows_every_plan() -> None:
     x = randn((64, 131072), torch.bfloat16, shift=0.5)
     for plan in (None, "looped", "split"):
         assert_close(kernels.row_sum(x, plan=plan), x.double().sum(-1), torch.bfloat16)
+
+
+@pytest.mark.parametrize(("shape", "residual"), [((16, 1048576), False), ((64, 131072), True)])
+def test_a_captured_split_replays_its_two_launches_and_nothing_else(shape, residual) -> None:
+    # Scratch allocated while a stream captures becomes part of every replay: zeroed counters
+    # were a fill kernel a call (about a microsecond of device time, 2026-12-03).  A replay
+    # of one captured split call runs the reduce and the merge/apply launch, nothing else.
+    x = randn(shape, torch.bfloat16, shift=0.5)
+    r = randn(shape, torch.bfloat16, seed=1)
+    w = randn(shape[-1:], torch.bfloat16, shift=1.0, seed=2)
+
+    def call():  # type: ignore[no-untyped-def]
+        if residual:
+            return kernels.rms_norm(x, shape[-1:], w, 1e-6, residual=r)
+        return kernels.row_sum(x)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        got = call()
+    graph.replay()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        graph.replay()
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    assert len(names) == 2 and all("row_split" in n for n in names), names
+    if residual:
+        y, h = got
+        want_y, want_h = reference(x, r, w, 1e-6)
+        assert_close(h, want_h, torch.bfloat16)
+        assert_close(y, want_y, torch.bfloat16)
+    else:
+        assert_close(got, x.double().sum(-1), torch.bfloat16)
