@@ -1227,9 +1227,10 @@ def _cached_scratch(index: int, n_stats: int, n_sync: int, dtype: torch.dtype) -
 
 def _split_stats(n_rows: int, chunks: int, index: int, dtype: torch.dtype) -> torch.Tensor:
     """The two-launch split's per-chunk statistics (``n_rows * chunks * 2`` values of
-    ``dtype``) on GPU ``index``: on an eager call the stream's cached buffer (the next call's
-    reduce launch starts after this call's apply launch ends, so one buffer serves them all);
-    in a CUDA-graph capture a buffer of its own, which the graph keeps.  No counters: the two
+    ``dtype``) on GPU ``index`` for :meth:`_Prepared.bound_call`, which serves user calls
+    only (not compiled code): the stream's cached buffer (the next call's reduce launch
+    starts after this call's apply launch ends, so one buffer serves them all); in a
+    CUDA-graph capture a buffer of its own, which the graph keeps.  No counters: the two
     launches need none, and zeroed counters allocated in a capture put a fill kernel in every
     replay (about a microsecond a call: the row sum at 16 x 1048576 bf16 took 11.3 µs against
     10.3 without it, notes/2026-12-03-probe-rowsum-split-719d350.log)."""
@@ -1426,14 +1427,17 @@ class _Prepared:
                    None, None, None, *roles(ptrs), n_rows, *stride_roles(strides), *consts)  # fmt: skip
 
     def split_call(self, pa: int, pb: int, po: int, sa: int, sb: int, so: int, n_rows: int) -> None:
-        """The two-launch split of a call without extras: the chunks' statistics
-        (:func:`_split_stats`) and the two compiled launches, nothing else.  The general path above cost
+        """The two-launch split of a call without extras: one scratch allocation (the chunks'
+        statistics; not the stream's cached buffer, since compiled code calls this too, and
+        under ``mode="reduce-overhead"`` a cache allocated in a warm-up would sit in the CUDA
+        graphs' private pool) and the two compiled launches, nothing else.  The general path above cost
         45-51 µs of host time per call on the H200 (4 x 32769 bf16; torch.softmax 10.5;
         notes/probe_split_host.py).  Its launches are checked argument by argument against
         the general path's (tests/test_launch_paths.py); notes/check_split_fast.py checks it
         on a GPU."""
         (l0, f0, m0, c0, p0), consts0, (l1, f1, m1, c1, p1), consts1, chunks, dtype = self.pair  # type: ignore[misc]
-        ps = _split_stats(n_rows, chunks, self.index, dtype).data_ptr()
+        stats = torch.empty(n_rows * chunks * 2, device=self.index, dtype=dtype)
+        ps = stats.data_ptr()
         grid = n_rows * chunks
         stream = current_stream(self.index)
         l0(grid, 1, 1, stream, f0, c0, p0, None, None, m0, None, None, None,
@@ -1563,7 +1567,7 @@ class RowCall:
     def lane_ext(
         self, a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor, c: torch.Tensor | None = None,
         w: torch.Tensor | None = None, out2: torch.Tensor | None = None, rstat: torch.Tensor | None = None,
-        arg: float = 0.0,
+        arg: float = 0.0, eager: bool = True,
     ) -> None:  # fmt: skip
         """``self(a, b, out, None, RowExtras(c=c, w=w, out2=out2, rstat=rstat, arg=arg))`` at
         the least host cost: :meth:`lane` for a call with extras (RMSNorm's residual, weight
@@ -1572,7 +1576,14 @@ class RowCall:
         The key is read from the tensors; a hit launches the prepared plan's bound launches
         (:meth:`_Prepared.bound_call`) with no :class:`RowExtras` built and no second lookup.
         The first call of a key (or of a split's one- or two-launch form), another GPU, a
-        profiler's launch hook, and more rows than one launch holds go to ``__call__``."""
+        profiler's launch hook, and more rows than one launch holds go to ``__call__``.
+        ``eager=False`` (calls from a registered op: compiled code, tracers) goes to
+        ``__call__`` as such every time: the bound split keeps its statistics in a buffer
+        cached across calls, which a warm-up under ``mode="reduce-overhead"`` would allocate in
+        the CUDA graphs' private pool."""
+        if not eager:
+            self(a, b, out, None, RowExtras(c=c, w=w, out2=out2, rstat=rstat, arg=arg), eager=False)
+            return
         n_rows, width = a.shape
         index = a.get_device()
         th = self._thresholds.get(index)

@@ -320,23 +320,25 @@ def forward_rows(
     residual2d: torch.Tensor | None = None,
     h2d: torch.Tensor | None = None,
     plan: RowPlan | str | None = None,
+    eager: bool = True,
 ) -> RowPlan | None:
     """Write RMSNorm of ``x2d (+ residual2d)`` into ``y2d`` and, with a residual, the sum
     into ``h2d``.  Row tensors are ``[rows, width]`` with a contiguous last dimension, the
     weight ``[width]`` contiguous.  ``plan``: a kind to force, a whole :class:`RowPlan` (the
-    studies time every plan through this), or ``None``.  Returns the plan used (``None`` for
-    the planner's, which :func:`plan_for` names)."""
+    studies time every plan through this), or ``None``.  ``eager=False``: a call from the
+    registered op (compiled code; see :meth:`RowCall.lane_ext`).  Returns the plan used
+    (``None`` for the planner's, which :func:`plan_for` names)."""
     if (residual2d is None) != (h2d is None):
         raise ValueError("rms_norm: residual and the updated residual's output come together")
     if plan is None:
-        _FORWARD_CALL.lane_ext(x2d, None, y2d, residual2d, weight, h2d, None, float(eps))
+        _FORWARD_CALL.lane_ext(x2d, None, y2d, residual2d, weight, h2d, None, float(eps), eager)
         return None
     extras = RowExtras(c=residual2d, w=weight, out2=h2d, arg=float(eps))
     if isinstance(plan, RowPlan):
         vec, align = row_layout(tuple(t for t in (x2d, y2d, residual2d, h2d) if t is not None))
         run_rows(FORWARD, plan, x2d, None, y2d, align, vec, extras)
         return plan
-    return _FORWARD_CALL(x2d, None, y2d, plan, extras)  # type: ignore[arg-type]
+    return _FORWARD_CALL(x2d, None, y2d, plan, extras, eager)  # type: ignore[arg-type]
 
 
 def backward_rows(
@@ -348,21 +350,23 @@ def backward_rows(
     dh2d: torch.Tensor | None = None,
     rstd: torch.Tensor | None = None,
     plan: RowPlan | str | None = None,
+    eager: bool = True,
 ) -> RowPlan | None:
     """Write the input gradient into ``dx2d`` from ``h2d`` (the normalized input), ``dy2d``
     and, with a residual, ``dh2d`` (the gradient reaching the updated residual, added
     through).  ``rstd`` (``[rows]`` fp32), if given, receives each row's recomputed inverse
-    RMS (the weight gradient's row scale).  Returns the plan used (``None`` for the
+    RMS (the weight gradient's row scale).  ``eager``: as for :func:`forward_rows`.  Returns
+    the plan used (``None`` for the
     planner's, which :func:`plan_for` names)."""
     if plan is None:
-        _BACKWARD_CALL.lane_ext(h2d, dy2d, dx2d, dh2d, weight, None, rstd, float(eps))
+        _BACKWARD_CALL.lane_ext(h2d, dy2d, dx2d, dh2d, weight, None, rstd, float(eps), eager)
         return None
     extras = RowExtras(c=dh2d, w=weight, rstat=rstd, arg=float(eps))
     if isinstance(plan, RowPlan):
         vec, align = row_layout(tuple(t for t in (h2d, dy2d, dx2d, dh2d) if t is not None))
         run_rows(BACKWARD, plan, h2d, dy2d, dx2d, align, vec, extras)
         return plan
-    return _BACKWARD_CALL(h2d, dy2d, dx2d, plan, extras)  # type: ignore[arg-type]
+    return _BACKWARD_CALL(h2d, dy2d, dx2d, plan, extras, eager)  # type: ignore[arg-type]
 
 
 def _rows(t: torch.Tensor, width: int) -> torch.Tensor:
@@ -387,7 +391,7 @@ def _flat(weight: torch.Tensor | None, width: int) -> torch.Tensor | None:
 
 def _forward(
     x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor | None, eps: float, width: int,
-    plan: str | None,
+    plan: str | None, eager: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:  # fmt: skip
     # New contiguous outputs: y, and h with a residual, allocated as rows and viewed in x's
     # shape only where it has other dimensions.
@@ -396,7 +400,8 @@ def _forward(
     x2d = _rows(x, width)
     y2d = torch.empty_like(x2d, memory_format=torch.contiguous_format)  # empty_like: a third of empty's host time
     h2d = None if residual is None else torch.empty_like(x2d, memory_format=torch.contiguous_format)
-    forward_rows(x2d, y2d, _flat(weight, width), eps, None if residual is None else _rows(residual, width), h2d, plan)
+    forward_rows(x2d, y2d, _flat(weight, width), eps, None if residual is None else _rows(residual, width), h2d, plan,
+                 eager)  # fmt: skip
     if x.dim() == 2 and x2d.shape[1] == x.shape[1]:
         return y2d, h2d
     return y2d.view(x.shape), None if h2d is None else h2d.view(x.shape)
@@ -404,9 +409,10 @@ def _forward(
 
 def _backward(
     h: torch.Tensor, dy: torch.Tensor, dh: torch.Tensor | None, weight: torch.Tensor | None, eps: float, width: int,
-    plan: str | None, want_dw: bool,
+    plan: str | None, want_dw: bool, eager: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:  # fmt: skip
-    """(dx, dw): dx also the residual's gradient; dw ``None`` unless ``want_dw``."""
+    """(dx, dw): dx also the residual's gradient; dw ``None`` unless ``want_dw``.  ``eager``:
+    False from the registered ops (see :meth:`RowCall.lane_ext`)."""
     if dy.dtype != h.dtype:
         dy = dy.to(h.dtype)
     if dh is not None and dh.dtype != h.dtype:
@@ -425,7 +431,8 @@ def _backward(
         plan = None  # nothing to fuse (no weight gradient) or rows too wide: the planner's row plan
     rstd_dtype = torch.float64 if h.dtype == torch.float64 else torch.float32
     rstd = torch.empty(h2d.shape[0], device=h.device, dtype=rstd_dtype) if want_dw else None
-    backward_rows(h2d, dy2d, dx2d, _flat(weight, width), eps, None if dh is None else _rows(dh, width), rstd, plan)
+    backward_rows(h2d, dy2d, dx2d, _flat(weight, width), eps, None if dh is None else _rows(dh, width), rstd, plan,
+                  eager)  # fmt: skip
     dx = dx2d if h.dim() == 2 and h2d.shape[1] == h.shape[1] else dx2d.view(h.shape)
     dw = None
     if want_dw:
@@ -471,7 +478,7 @@ class _RMSNormFunction(torch.autograd.Function):
 def _rms_norm_op(
     x: torch.Tensor, weight: torch.Tensor | None, eps: float, width: int, plan: str | None
 ) -> torch.Tensor:
-    return _forward(x, None, weight, eps, width, plan)[0]
+    return _forward(x, None, weight, eps, width, plan, eager=False)[0]
 
 
 @_rms_norm_op.register_fake
@@ -483,7 +490,7 @@ def _(x: torch.Tensor, weight: torch.Tensor | None, eps: float, width: int, plan
 def _rms_norm_residual_op(
     x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, eps: float, width: int, plan: str | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    y, h = _forward(x, residual, weight, eps, width, plan)
+    y, h = _forward(x, residual, weight, eps, width, plan, eager=False)
     assert h is not None
     return y, h
 
@@ -501,7 +508,7 @@ def _rms_norm_backward_op(
     plan: str | None, want_dw: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """(dx, dw); dw is empty (shape [0]) unless ``want_dw``."""
-    dx, dw = _backward(h, dy, dh, weight, eps, width, plan, want_dw)
+    dx, dw = _backward(h, dy, dh, weight, eps, width, plan, want_dw, eager=False)
     return dx, (dw if dw is not None else h.new_empty(0))
 
 

@@ -66,29 +66,32 @@ _CALL = RowCall(FORWARD, POLICY)
 # =============================================================================== eager path
 
 
-def sum_rows(x2d: torch.Tensor, out: torch.Tensor, plan: RowPlan | str | None = None) -> RowPlan | None:
+def sum_rows(
+    x2d: torch.Tensor, out: torch.Tensor, plan: RowPlan | str | None = None, eager: bool = True
+) -> RowPlan | None:
     """Write the sums of the ``[rows, width]`` rows of ``x2d`` (last dimension contiguous)
     into ``out`` (``[rows]``, contiguous).  ``plan``: a kind to force, a whole
-    :class:`RowPlan`, or ``None``.  Returns the plan used (``None`` for the planner's, or
-    when nothing ran)."""
+    :class:`RowPlan`, or ``None``.  ``eager=False``: a call from the registered op (compiled
+    code; see :meth:`RowCall.lane_ext`).  Returns the plan used (``None`` for the planner's,
+    or when nothing ran)."""
     if x2d.shape[1] == 0:
         out.zero_()
         return None
     if plan is None:
-        _CALL.lane_ext(x2d, None, x2d, rstat=out)
+        _CALL.lane_ext(x2d, None, x2d, rstat=out, eager=eager)
         return None
     extras = RowExtras(rstat=out)
     if isinstance(plan, RowPlan):
         vec, align = row_layout((x2d,))
         run_rows(FORWARD, plan, x2d, None, x2d, align, vec, extras)
         return plan
-    return _CALL(x2d, None, x2d, plan, extras)  # type: ignore[arg-type]
+    return _CALL(x2d, None, x2d, plan, extras, eager)  # type: ignore[arg-type]
 
 
-def _forward(x: torch.Tensor, keepdim: bool, plan: str | None) -> torch.Tensor:
+def _forward(x: torch.Tensor, keepdim: bool, plan: str | None, eager: bool = True) -> torch.Tensor:
     # x: at least 1-d, last dimension contiguous.
     out = torch.empty(x.shape[:-1], device=x.device, dtype=x.dtype)
-    sum_rows(as_rows(x), out.view(-1), plan)
+    sum_rows(as_rows(x), out.view(-1), plan, eager)
     return out.unsqueeze(-1) if keepdim else out
 
 
@@ -108,7 +111,7 @@ class _RowSumFunction(torch.autograd.Function):
 
 @torch.library.custom_op("labnotes::row_sum", mutates_args=())
 def _row_sum_op(x: torch.Tensor, keepdim: bool, plan: str | None) -> torch.Tensor:
-    return _forward(x.contiguous() if x.shape[-1] > 1 and x.stride(-1) != 1 else x, keepdim, plan)
+    return _forward(x.contiguous() if x.shape[-1] > 1 and x.stride(-1) != 1 else x, keepdim, plan, eager=False)
 
 
 @_row_sum_op.register_fake

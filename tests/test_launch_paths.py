@@ -581,3 +581,37 @@ def test_split_in_a_capture_takes_its_statistics_alone_and_merges_a_row_a_progra
     reduce, merge = (r.calls.pop() for r in launches)
     assert reduce[0] == rows * plan.chunks and merge[0] == rows
     assert reduce[HEAD + steps[0].roles.index("stats")] == merge[HEAD + steps[1].roles.index("stats")]
+
+
+@pytest.mark.parametrize("op", ["rms_norm", "rms_norm_residual", "rms_norm_backward", "row_sum"])
+def test_the_registered_ops_of_rmsnorm_and_row_sum_call_the_row_base_as_compiled_code(monkeypatch, op) -> None:
+    # The bound lane of an eager call keeps the split's statistics in a buffer cached across
+    # calls; a registered op (compiled code) must not reach it, or a warm-up under
+    # mode="reduce-overhead" would allocate that buffer in the CUDA graphs' private pool.
+    rms = importlib.import_module("kernels.rmsnorm")
+    rs = importlib.import_module("kernels.rowsum")
+    seen: list[bool] = []
+    original = rw.RowCall._lookup
+
+    def spy(self, a, b, out, force, extras, eager=True):  # type: ignore[no-untyped-def]
+        seen.append(eager)
+        return original(self, a, b, out, force, extras, eager)
+
+    monkeypatch.setattr(rw.RowCall, "_lookup", spy)
+    gen = torch.Generator().manual_seed(7)
+    x, r = torch.randn(3, 40, generator=gen), torch.randn(3, 40, generator=gen)
+    w = torch.randn(40, generator=gen)
+    calls = {
+        "rms_norm": (lambda: rms._rms_norm_op(x, w, 1e-6, 40, None), lambda: rms._forward(x, None, w, 1e-6, 40, None)),
+        "rms_norm_residual": (lambda: rms._rms_norm_residual_op(x, r, w, 1e-6, 40, None),
+                              lambda: rms._forward(x, r, w, 1e-6, 40, None)),
+        "rms_norm_backward": (lambda: rms._rms_norm_backward_op(x, r, None, w, 1e-6, 40, "looped", False),
+                              lambda: rms._backward(x, r, None, w, 1e-6, 40, "looped", False)),
+        "row_sum": (lambda: rs._row_sum_op(x, False, None), lambda: rs._forward(x, False, None)),
+    }  # fmt: skip
+    registered, eager = calls[op]
+    registered()
+    assert seen and not any(seen), seen
+    seen.clear()
+    eager()
+    assert seen and all(seen), seen

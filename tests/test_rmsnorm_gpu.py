@@ -188,3 +188,33 @@ def test_a_captured_split_replays_its_two_launches_and_nothing_else(shape, resid
         assert_close(y, want_y, torch.bfloat16)
     else:
         assert_close(got, x.double().sum(-1), torch.bfloat16)
+
+
+@pytest.mark.parametrize(("shape", "residual"), [((16, 1048576), False), ((64, 131072), True)])
+def test_reduce_overhead_compile_of_a_split_shape(shape, residual) -> None:
+    # torch.compile's CUDA graphs (mode="reduce-overhead") run their warm-ups eagerly in a
+    # private memory pool: a registered op must not allocate the eager lane's cached split
+    # statistics there ("tensors in the cudagraph pool not tracked as outputs").  The cache
+    # is emptied first, so that a warm-up would have to allocate it.
+    torch._dynamo.reset()
+    _rowwise._ONE_LAUNCH_SCRATCH.clear()
+    x = randn(shape, torch.bfloat16, shift=0.5)
+    r = randn(shape, torch.bfloat16, seed=1)
+    w = randn(shape[-1:], torch.bfloat16, shift=1.0, seed=2)
+
+    def f(x: torch.Tensor):  # type: ignore[no-untyped-def]
+        if residual:
+            return kernels.rms_norm(x * 1.0, shape[-1:], w, 1e-6, residual=r)
+        return kernels.row_sum(x * 1.0)
+
+    compiled = torch.compile(f, mode="reduce-overhead")
+    for _ in range(4):  # warm-up, recording, replays
+        got = compiled(x)
+        got = tuple(t.clone() for t in got) if residual else got.clone()
+    torch.cuda.synchronize()
+    if residual:
+        want_y, want_h = reference(x, r, w, 1e-6)
+        assert_close(got[1], want_h, torch.bfloat16)
+        assert_close(got[0], want_y, torch.bfloat16)
+    else:
+        assert_close(got, x.double().sum(-1), torch.bfloat16)
