@@ -361,9 +361,8 @@ def test_calls_from_the_registered_op_never_take_the_one_launch_split(monkeypatc
     assert plan.kind == "split" and not plan.one_launch
 
 
-@pytest.mark.parametrize("backward", [False, True])
-def test_the_registered_ops_call_the_row_base_as_compiled_code(monkeypatch, backward) -> None:
-    sm = importlib.import_module("kernels.softmax")  # the package attribute is the function
+def _spy_on_lookups(monkeypatch) -> list[bool]:  # type: ignore[no-untyped-def]
+    """The ``eager`` flag of every ``RowCall._lookup`` from here on, in order."""
     seen: list[bool] = []
     original = rw.RowCall._lookup
 
@@ -372,6 +371,13 @@ def test_the_registered_ops_call_the_row_base_as_compiled_code(monkeypatch, back
         return original(self, a, b, out, force, extras, eager)
 
     monkeypatch.setattr(rw.RowCall, "_lookup", spy)
+    return seen
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_the_registered_ops_call_the_row_base_as_compiled_code(monkeypatch, backward) -> None:
+    sm = importlib.import_module("kernels.softmax")  # the package attribute is the function
+    seen = _spy_on_lookups(monkeypatch)
     x = torch.randn(3, 40, generator=torch.Generator().manual_seed(5))
     if backward:
         y = torch.softmax(x, -1)
@@ -590,14 +596,7 @@ def test_the_registered_ops_of_rmsnorm_and_row_sum_call_the_row_base_as_compiled
     # mode="reduce-overhead" would allocate that buffer in the CUDA graphs' private pool.
     rms = importlib.import_module("kernels.rmsnorm")
     rs = importlib.import_module("kernels.rowsum")
-    seen: list[bool] = []
-    original = rw.RowCall._lookup
-
-    def spy(self, a, b, out, force, extras, eager=True):  # type: ignore[no-untyped-def]
-        seen.append(eager)
-        return original(self, a, b, out, force, extras, eager)
-
-    monkeypatch.setattr(rw.RowCall, "_lookup", spy)
+    seen = _spy_on_lookups(monkeypatch)
     gen = torch.Generator().manual_seed(7)
     x, r = torch.randn(3, 40, generator=gen), torch.randn(3, 40, generator=gen)
     w = torch.randn(40, generator=gen)
