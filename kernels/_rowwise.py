@@ -862,7 +862,7 @@ def row_split_apply_kernel(
     # op with no row output (EXT_NOOUT) has only the merge to do: one program per row, the
     # item of its first chunk (a program per chunk would each read the row's statistics and
     # all but one throw them away: 2048 programs for 16 rows of 1048576).
-    item = tl.program_id(0) * CHUNKS if EXT & 32 else tl.program_id(0)
+    item = tl.program_id(0).to(tl.int64) * CHUNKS if EXT & 32 else tl.program_id(0)  # a batch may hold 2^31 items
     _apply_chunk(a_ptr, b_ptr, c_ptr, w_ptr, out_ptr, out2_ptr, rstat_ptr, stats_ptr, item,
                  n_rows, a_stride, b_stride, c_stride, out_stride, out2_stride,
                  WIDTH, BLOCK, LANES, VEC, ALIGN, ACC, A_CAST, A_FILL, HAS_B, COMBINE, APPLY, CHUNKS, SPAN,
@@ -1144,14 +1144,14 @@ def _steps(
         return [_Step(_LOOPED_L, consts, ROW_ROLES)]
     reduce = _Step(_SPLIT_REDUCE_L, (*lanes, op.accumulate, op.combine, plan.chunks, plan.span, *tail, early),
                    ("a", "b", "c", "w", "out2", "stats"), 1, plan.chunks)  # fmt: skip
+    per_row = 1 if ext & EXT_NOOUT else plan.chunks  # the merge alone: a program per row (as the kernel maps it)
     if early is None:
-        per_row = 1 if ext & EXT_NOOUT else plan.chunks  # the merge alone: a program per row
         apply = _Step(_SPLIT_APPLY_L, (*lanes, op.combine, op.apply, plan.chunks, plan.span, *tail, False),
                       (*ROW_ROLES, "stats"), 1, per_row, pdl=not INTERPRETER)  # fmt: skip
     else:  # a = the reduce's second output, read back without c and not written again
         tail_apply = (ext & ~(EXT_C | EXT_OUT2), *tail[1:], True)
         apply = _Step(_SPLIT_APPLY_L, (*lanes, op.combine, op.apply, plan.chunks, plan.span, *tail_apply),
-                      ("out2", "b", "c", "w", "out", "out2", "rstat", "stats"), 1, plan.chunks, pdl=not INTERPRETER,
+                      ("out2", "b", "c", "w", "out", "out2", "rstat", "stats"), 1, per_row, pdl=not INTERPRETER,
                       strides=("out2", "b", "c", "out", "out2"))  # fmt: skip
     return [reduce, apply]
 
@@ -1577,13 +1577,11 @@ class RowCall:
         (:meth:`_Prepared.bound_call`) with no :class:`RowExtras` built and no second lookup.
         The first call of a key (or of a split's one- or two-launch form), another GPU, a
         profiler's launch hook, and more rows than one launch holds go to ``__call__``.
-        ``eager=False`` (calls from a registered op: compiled code, tracers) goes to
-        ``__call__`` as such every time: the bound split keeps its statistics in a buffer
-        cached across calls, which a warm-up under ``mode="reduce-overhead"`` would allocate in
-        the CUDA graphs' private pool."""
-        if not eager:
-            self(a, b, out, None, RowExtras(c=c, w=w, out2=out2, rstat=rstat, arg=arg), eager=False)
-            return
+        ``eager=False`` (calls from a registered op: compiled code, tracers): a key whose plan
+        is the split goes to ``__call__`` as compiled code every time, since the bound split
+        keeps its statistics in a buffer cached across calls, which a warm-up under
+        ``mode="reduce-overhead"`` would allocate in the CUDA graphs' private pool; the other
+        plans take no scratch and keep the bound launch."""
         n_rows, width = a.shape
         index = a.get_device()
         th = self._thresholds.get(index)
@@ -1604,7 +1602,9 @@ class RowCall:
             )  # fmt: skip
             hit = self._lane.get(key)
             if hit is not None and hit is not _GENERAL and index == current_device() and not _HOOKS.calls:
-                if type(hit) is _SplitLane:  # the rule __call__ applies to the one-launch split
+                if type(hit) is _SplitLane and not eager:  # compiled code: not the cached scratch
+                    hit = None
+                elif type(hit) is _SplitLane:  # the rule __call__ applies to the one-launch split
                     one = (n_rows < th[0] and n_rows * width * a.element_size() <= self.policy.one_launch_bytes
                            and not capturing())  # fmt: skip
                     hit = hit.one if one else hit.pair
@@ -1612,10 +1612,10 @@ class RowCall:
                     hit.bound_call((pa, pb, pc, pw, po, po2, prs), (sa, sb, sc, so, so2), n_rows)
                     return
         extras = RowExtras(c=c, w=w, out2=out2, rstat=rstat, arg=arg)
-        self(a, b, out, None, extras)
+        self(a, b, out, None, extras, eager=eager)
         if key is None or arg != arg:  # a NaN arg never finds its key again: not remembered
             return
-        found = self._lookup(a, b, out, None, extras)
+        found = self._lookup(a, b, out, None, extras, eager)
         if found is None or found[0].fast is None:
             return
         prepared = found[0]

@@ -604,8 +604,8 @@ def test_the_registered_ops_of_rmsnorm_and_row_sum_call_the_row_base_as_compiled
         "rms_norm": (lambda: rms._rms_norm_op(x, w, 1e-6, 40, None), lambda: rms._forward(x, None, w, 1e-6, 40, None)),
         "rms_norm_residual": (lambda: rms._rms_norm_residual_op(x, r, w, 1e-6, 40, None),
                               lambda: rms._forward(x, r, w, 1e-6, 40, None)),
-        "rms_norm_backward": (lambda: rms._rms_norm_backward_op(x, r, None, w, 1e-6, 40, "looped", False),
-                              lambda: rms._backward(x, r, None, w, 1e-6, 40, "looped", False)),
+        "rms_norm_backward": (lambda: rms._rms_norm_backward_op(x, r, None, w, 1e-6, 40, None, False),
+                              lambda: rms._backward(x, r, None, w, 1e-6, 40, None, False)),
         "row_sum": (lambda: rs._row_sum_op(x, False, None), lambda: rs._forward(x, False, None)),
     }  # fmt: skip
     registered, eager = calls[op]
@@ -614,3 +614,35 @@ def test_the_registered_ops_of_rmsnorm_and_row_sum_call_the_row_base_as_compiled
     seen.clear()
     eager()
     assert seen and all(seen), seen
+
+
+@pytest.mark.parametrize("which", ["rmsnorm-residual", "row-sum"])
+def test_compiled_calls_of_a_split_key_never_take_the_bound_split(monkeypatch, which) -> None:
+    # A split key remembered by an eager call is served by the bound split and its cached
+    # statistics; the same key from compiled code (eager=False) goes to __call__ as compiled
+    # code instead (the cache must not be allocated in a reduce-overhead warm-up's pool).
+    monkeypatch.setattr(rw, "INTERPRETER", False)
+    monkeypatch.setattr(rw, "current_device", lambda: 0)
+    monkeypatch.setattr(rw, "current_stream", lambda index: 12345)
+    monkeypatch.setattr(rw, "sm_count", lambda device: 132)
+    monkeypatch.setattr(rw, "capturing", lambda: False)
+    monkeypatch.setattr(rw, "_compile_ahead", lambda *args: None)
+    rows, width, stride = 3, 1 << 21, 1 << 21  # 12 MB a row tensor: past one_launch_bytes, two launches
+    op, policy, a, b, out, extras = _extras_call(which, rows, width, stride)
+    call = rw.RowCall(op, policy)
+    prepared = call._lookup(a, b, out, None, extras)[0]  # type: ignore[index]
+    assert prepared.plan.kind == "split" and not prepared.plan.one_launch
+    launches = [Recorder("reduce"), Recorder("apply")]
+    prepared.bound = [(launches[i], f"function{i}", f"metadata{i}", 0, i) for i in range(2)]
+    prepared.fast = prepared.bind_fast()
+    cached: list[int] = []
+    monkeypatch.setattr(rw, "_split_stats", lambda n, c, i, d: cached.append(n) or torch.empty(n * c * 2))
+    modes: list[bool] = []
+    monkeypatch.setattr(rw.RowCall, "__call__", lambda self, *args, eager=True: modes.append(eager))
+    args = (a, b, out, extras.c, extras.w, extras.out2, extras.rstat, extras.arg)
+    call.lane_ext(*args)  # the first eager call: through __call__, then remembered as a split lane
+    assert modes == [True] and isinstance(next(iter(call._lane.values())), rw._SplitLane)
+    call.lane_ext(*args)  # an eager hit: the bound split, the cached statistics
+    assert modes == [True] and cached == [rows] and all(len(r.calls) == 1 for r in launches)
+    call.lane_ext(*args, eager=False)  # compiled code, the same key: __call__ as compiled code
+    assert modes == [True, False] and cached == [rows] and all(len(r.calls) == 1 for r in launches)

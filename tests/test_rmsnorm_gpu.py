@@ -195,9 +195,8 @@ def test_reduce_overhead_compile_of_a_split_shape(shape, residual) -> None:
     # torch.compile's CUDA graphs (mode="reduce-overhead") run their warm-ups eagerly in a
     # private memory pool: a registered op must not allocate the eager lane's cached split
     # statistics there ("tensors in the cudagraph pool not tracked as outputs").  The cache
-    # is emptied first, so that a warm-up would have to allocate it.
+    # is emptied after an eager call, so that a warm-up would have to allocate it.
     torch._dynamo.reset()
-    _rowwise._ONE_LAUNCH_SCRATCH.clear()
     x = randn(shape, torch.bfloat16, shift=0.5)
     r = randn(shape, torch.bfloat16, seed=1)
     w = randn(shape[-1:], torch.bfloat16, shift=1.0, seed=2)
@@ -207,6 +206,8 @@ def test_reduce_overhead_compile_of_a_split_shape(shape, residual) -> None:
             return kernels.rms_norm(x * 1.0, shape[-1:], w, 1e-6, residual=r)
         return kernels.row_sum(x * 1.0)
 
+    f(x)  # an eager call first: the shape's key is then a remembered lane, as in a real program
+    _rowwise._ONE_LAUNCH_SCRATCH.clear()
     compiled = torch.compile(f, mode="reduce-overhead")
     for _ in range(4):  # warm-up, recording, replays
         got = compiled(x)
