@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -234,6 +235,16 @@ def make_timer(
 
 class _NotCapturable(Exception):
     """The variant synchronizes with the host: timed with events, never captured."""
+
+
+def replay_median_us(fn_for_set: Callable[[int], object], sets: int, samples: int, target_ms: float = 0.5) -> float:
+    """A probe's number (notes/): the median of ``samples`` CUDA-graph replay samples of
+    ``fn_for_set`` rotating over ``sets`` input sets (cold L2 when they exceed it), µs a call."""
+    timer, _ = make_timer(fn_for_set, sets, target_ms=target_ms)
+    try:
+        return statistics.median(timer.sample_us() for _ in range(samples))
+    finally:
+        timer.release()
 
 
 class Warmup:

@@ -12,7 +12,6 @@ row of 14336 in a 16384-wide block of 16 warps (12.5% of it masked), two inputs 
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 
 import torch
@@ -20,7 +19,7 @@ import torch
 sys.path.insert(0, ".")
 sys.path.insert(0, "notes")
 
-from bench.timing import Warmup, make_timer, rotation_sets
+from bench.timing import Warmup, replay_median_us, rotation_sets
 from kernels import rms_norm
 from kernels.plans import RowPlan
 from kernels.rmsnorm import forward_rows
@@ -72,9 +71,7 @@ def run_shape(n: int, width: int, warm: Warmup, liger) -> None:  # type: ignore[
             torch.cuda.synchronize()
             y = got[0] if isinstance(got, tuple) else ys[0]
             err = ((y.double() - ref).norm() / ref.norm()).item()
-            timer, _ = make_timer(fn, sets, target_ms=0.5)
-            us = statistics.median(timer.sample_us() for _ in range(9))
-            timer.release()
+            us = replay_median_us(fn, sets, 9)
         except Exception as e:  # reported, the sweep goes on
             print(json.dumps({"shape": f"{n}x{width}", "config": name, "error": repr(e)[:300]}), flush=True)
             continue

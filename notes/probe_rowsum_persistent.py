@@ -18,7 +18,6 @@ in flight a program.
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 
 import torch
@@ -29,7 +28,7 @@ sys.path.insert(0, ".")
 sys.path.insert(0, "notes")
 from probe_staged_split import copy_bandwidth  # the copy peak, measured the same way in every probe
 
-from bench.timing import Warmup, make_timer, rotation_sets
+from bench.timing import Warmup, replay_median_us, rotation_sets
 from kernels import row_sum
 
 
@@ -86,9 +85,7 @@ def run_shape(n: int, width: int, warm: Warmup, copy_gbps: float) -> None:
             torch.cuda.synchronize()
             got = got if isinstance(got, torch.Tensor) else outs[0]
             err = (got.double() - ref).abs().max().item()
-            timer, _ = make_timer(fn, sets, target_ms=0.5)
-            us = statistics.median(timer.sample_us() for _ in range(7))
-            timer.release()
+            us = replay_median_us(fn, sets, 7)
         except Exception as e:  # reported, the sweep goes on
             print(json.dumps({"shape": f"{n}x{width}", "config": name, "error": repr(e)[:300]}), flush=True)
             continue

@@ -15,7 +15,6 @@ other row counts), bf16 and fp32.
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 
 import torch
@@ -24,7 +23,7 @@ sys.path.insert(0, ".")
 sys.path.insert(0, "notes")
 from probe_staged_split import copy_bandwidth  # the copy peak, measured the same way in every probe
 
-from bench.timing import Warmup, make_timer, rotation_sets
+from bench.timing import Warmup, replay_median_us, rotation_sets
 from kernels import row_sum
 from kernels.plans import RowPlan, split_geometry, warps_for
 from kernels.rowsum import sum_rows
@@ -80,9 +79,7 @@ def run_shape(n: int, width: int, dtype: torch.dtype, warm: Warmup, copy_gbps: f
             again = fn(0)
             torch.cuda.synchronize()
             same = bool(torch.equal(got, again if isinstance(again, torch.Tensor) else outs[0]))
-            timer, _ = make_timer(fn, sets, target_ms=0.5)
-            us = statistics.median(timer.sample_us() for _ in range(9))
-            timer.release()
+            us = replay_median_us(fn, sets, 9)
         except Exception as e:  # reported, the sweep goes on
             print(json.dumps({"shape": f"{n}x{width}", "dtype": str(dtype), "config": name, "error": repr(e)[:300]}),
                   flush=True)  # fmt: skip
