@@ -89,18 +89,29 @@ class FastKernel:
         full_key = (key, consts, num_warps, num_stages, pdl, coop)
         hit = self._cache.get(full_key)
         if hit is not None and not knobs.runtime.launch_enter_hook.calls:
-            # The C launcher itself, past the Python wrapper around it (which would allocate
-            # the per-launch scratch buffers that the cached kernels do not use).
-            launch, function, metadata, coop_flag, pdl_flag = hit
+            # The C launcher itself, past the Python wrapper around it.  A kernel that makes
+            # TMA descriptors on the device needs global scratch (128 bytes a program, where
+            # it writes them): a fresh buffer from torch's caching allocator, as Triton's own
+            # wrapper would take from triton.set_allocator (stream-ordered, and from the
+            # graph's pool under a CUDA-graph capture).
+            launch, function, metadata, coop_flag, pdl_flag, scratch_bytes = hit
+            scratch = None
+            if scratch_bytes:
+                scratch = torch.empty(grid[0] * grid[1] * grid[2] * scratch_bytes, dtype=torch.int8,
+                                      device=torch.device("cuda", device_index))  # fmt: skip
             launch(grid[0], grid[1], grid[2], current_stream(device_index), function, coop_flag, pdl_flag,
-                   None, None, metadata, None, None, None, *args, *consts)  # fmt: skip
+                   scratch, None, metadata, None, None, None, *args, *consts)  # fmt: skip
             return
         compiled = self.launch_uncached(grid, args, consts, num_warps, num_stages, pdl, coop)
         if not INTERPRETER and compiled is not None and hasattr(compiled, "function"):
             launcher = compiled.run
-            if launcher.global_scratch_size == 0 and launcher.profile_scratch_size == 0:
-                self._cache[full_key] = (launcher.launch, compiled.function, compiled.packed_metadata,
-                                         launcher.launch_cooperative_grid, launcher.launch_pdl)  # fmt: skip
+            # torch's allocations are 512-byte aligned: any scratch alignment Triton asks up to that.
+            if launcher.profile_scratch_size == 0 and launcher.global_scratch_align <= 512:
+                scratch_bytes = launcher.global_scratch_size * launcher.num_ctas
+                self._cache[full_key] = (
+                    launcher.launch, compiled.function, compiled.packed_metadata,
+                    launcher.launch_cooperative_grid, launcher.launch_pdl, scratch_bytes,
+                )  # fmt: skip
 
     def launch_uncached(
         self,

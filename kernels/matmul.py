@@ -1,4 +1,4 @@
-"""GEMM: ``a @ b`` with fused epilogues, in four variants kept side by side, autograd, op and functional.
+"""GEMM: ``a @ b`` with fused epilogues, in five variants kept side by side, autograd, op and functional.
 
 Memory traffic: a GEMM of ``[M, K] @ [K, N]`` must read ``a`` and ``b`` once and write ``c``
 once (2·(MK + KN + MN) bytes in fp16/bf16) and does 2·MNK flops.  A tile of ``BLOCK_M x
@@ -35,6 +35,13 @@ The variants:
   store of two half tiles was built and timed at db8affa and bought nothing (4096³ and 8192³,
   bf16 and fp16, within 1% of the pointer stores either way;
   notes/2026-12-02-probe-matmul-tiles-db8affa.log), so it went again.
+* ``warp_specialized``: the persistent loop split between partitions of one program, in
+  Gluon (:mod:`kernels._matmul_ws`, which says how): a producer warp issues the TMA loads into
+  a ring of stages, and two consumer warpgroups multiply, each running its epilogue while the
+  other's main loop keeps the tensor cores busy.  fp16/bf16 on Hopper, operands TMA can read
+  (:func:`ws_eligible`); every other call of this variant runs ``persistent``.  Default tile
+  ``WS_CONFIG``.  Gluon does not run in the interpreter: the CPU tests compile it for sm_90
+  and check the instructions; the GPU tests run it.
 * ``split_k``: for decode-like shapes (M = 1..128, large K) the output has too few tiles to
   occupy the GPU; K is cut into ``splits`` ranges, each program writes an fp32 partial tile
   to a workspace ``[splits, M, N]``, and a second kernel sums the partials in split order
@@ -66,7 +73,7 @@ SFU allows: 16 MUFU results per SM and clock make 2 x 8192² of them at least 36
 main loop runs beside them.  cuBLASLt's GELU epilogue shows no such cost (1630 µs against its
 plain product's 1653 in the same probe): its epilogue runs in other warps while the next tile's
 product proceeds, which Triton 3.6 does not do on Hopper (``warp_specialize`` compiled to the
-same one-partition kernel for sm_90).
+same one-partition kernel for sm_90): ``warp_specialized`` does it by hand.
 
 Backward: ``dA = dZ·Bᵀ`` and ``dB = Aᵀ·dZ`` with the same kernels, passing the views ``b.T``
 and ``a.T`` (swapped strides, no copies), and only the gradients that are needed.  ``dZ`` is
@@ -78,9 +85,10 @@ instead of recomputing it with a second GEMM in the backward (2·MNK flops more)
 the GEMM costs far more than the memory, hence the choice; without grad the extra store is
 skipped.
 
-Reading order: the kernels (shared tile helpers, the four variants, the epilogue backward),
-the launch plan (configs, default dispatch, layouts, launches), autograd, the
-``torch.library`` ops that ``torch.compile`` traces, and the public functional.
+Reading order: the kernels (shared tile helpers, four variants, the epilogue backward; the
+fifth variant, in Gluon, is kernels/_matmul_ws.py), the launch plan (configs, default
+dispatch, layouts, launches), autograd, the ``torch.library`` ops that ``torch.compile``
+traces, and the public functional.
 """
 
 from __future__ import annotations
@@ -96,10 +104,11 @@ import triton.language as tl
 from kernels._activations import gelu_tanh, gelu_tanh_grad
 from kernels._checks import check_device, check_same_device, check_tensor, eager_path
 from kernels._launch import INTERPRETER, FastKernel, current_device
+from kernels._matmul_ws import ws_matmul_kernel
 from kernels._rowwise import column_sum, sm_count
 from kernels.plans import cdiv, next_power_of_2
 
-VARIANTS = ("fixed", "autotuned", "persistent", "split_k")
+VARIANTS = ("fixed", "autotuned", "persistent", "warp_specialized", "split_k")
 EPILOGUES = (None, "bias", "bias_gelu", "residual")
 PRECISIONS = ("tf32", "ieee")
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -425,6 +434,12 @@ FIXED_CONFIG = TileConfig(128, 128, 32, 8, 3, 4)
 # both); 256x128, 128x128 and 128-deep steps were 3-30% slower everywhere.
 PERSISTENT_CONFIG = TileConfig(128, 256, 64, 16, 3, 8)
 PERSISTENT_CONFIG_FP32 = TileConfig(128, 128, 32, 8, 3, 8)  # 4-byte operands: the 16-bit tile's shared memory
+# The warp-specialized kernel (kernels/_matmul_ws.py): ping-pong 128x128 tiles (4 warps a tile)
+# in groups of 8 tile rows, 5 stages of 32 KB beside the consumers' two 32 KB output tiles.
+# The stages from notes/probe_gluon_ws_gemm.py (2026-12-03, H200): 3 stages starved the ring
+# (279 µs at 4096³ bf16), 4 ran 1.5-6% behind 5 at 4096³ and 8192³.
+WS_CONFIG = TileConfig(128, 128, 64, 8, 5, 4)
+WS_SHARED_LIMIT = 227 * 1024  # what one program may use on Hopper
 SPLIT_K_BLOCK_N = 128
 # The interpreter runs programs one after another in numpy: small tiles, so that the tests'
 # small odd shapes still span several tiles and several K steps.
@@ -435,6 +450,7 @@ SPLIT_K_MAX_M = 128  # decode-like: at most this many rows ...
 SPLIT_K_MIN_K = 2048  # ... a deep K ...
 MAX_SPLITS = 16
 PERSISTENT_MIN_MNK = 1024**3  # persistent on Hopper from M·N·K of 1024³ up (launch overhead pays off)
+WS_MIN_WAVES = 4  # warp_specialized from this many 128x128 tiles per SM (two consumers a program)
 _REDUCE_BLOCK = (32, 128)  # the split-K reduction's tile
 _GELU_BLOCK = 1024
 
@@ -497,6 +513,8 @@ def default_config(variant: str, dtype: torch.dtype, m: int = 0) -> TileConfig |
     wide = dtype == torch.float32
     if variant == "persistent":
         return PERSISTENT_CONFIG_FP32 if wide else PERSISTENT_CONFIG
+    if variant == "warp_specialized":  # fp32 runs the persistent kernel (ws_eligible)
+        return PERSISTENT_CONFIG_FP32 if wide else WS_CONFIG
     if variant == "split_k":
         return TileConfig(min(64, m_bucket(m)), SPLIT_K_BLOCK_N, 64 if wide else 128, 1, 4, 4)
     return FIXED_CONFIG
@@ -504,8 +522,10 @@ def default_config(variant: str, dtype: torch.dtype, m: int = 0) -> TileConfig |
 
 def default_variant(m: int, n: int, k: int, device: torch.device, dtype: torch.dtype = torch.bfloat16) -> str:
     """The variant ``matmul(variant=None)`` runs for an ``[m, k] @ [k, n]`` product on ``device``:
-    ``split_k`` for decode-like shapes (few rows, deep K, too few output tiles to fill the GPU),
-    ``persistent`` on Hopper (compute capability 9.x) for large products, ``autotuned``
+    ``split_k`` for decode-like shapes (few rows, deep K, too few output tiles to fill the GPU);
+    on Hopper (compute capability 9.x) for large products, ``warp_specialized`` for 16-bit
+    operands with at least ``WS_MIN_WAVES`` waves of its tiles (it runs the persistent kernel
+    where TMA cannot read the operands) and ``persistent`` for the rest; ``autotuned``
     otherwise; ``fixed`` under the interpreter (the autotuner has nothing to time there)."""
     if INTERPRETER or device.type != "cuda":
         return "fixed"
@@ -514,8 +534,39 @@ def default_variant(m: int, n: int, k: int, device: torch.device, dtype: torch.d
         return "split_k"
     index = device.index if device.index is not None else current_device()
     if _capability(index)[0] == 9 and m * n * k >= PERSISTENT_MIN_MNK:
+        tiles = cdiv(m, WS_CONFIG.block_m) * cdiv(n, WS_CONFIG.block_n)
+        if dtype in (torch.float16, torch.bfloat16) and tiles >= WS_MIN_WAVES * sms:
+            return "warp_specialized"
         return "persistent"
     return "autotuned"
+
+
+def ws_shared_bytes(config: TileConfig, element_size: int = 2) -> int:
+    """Shared memory of the warp-specialized kernel with ``config``: the ring (``num_stages``
+    stages of an ``a`` and a ``b`` box) and the two consumers' output tiles."""
+    consumer_rows = config.block_m // (config.num_warps // 4)
+    ring = config.num_stages * (config.block_m + config.block_n) * config.block_k
+    return (ring + 2 * consumer_rows * config.block_n) * element_size + 1024  # + barriers, alignment
+
+
+def ws_eligible(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether the warp-specialized kernel runs ``a @ b`` (else ``variant="warp_specialized"``
+    runs the persistent kernel): float16/bfloat16 operands on a GPU of compute capability 9.x
+    (wgmma and the ``setmaxnreg`` partitions are sm_90 instructions), both operands readable by
+    TMA (one unit stride, the other stride and the base 16-byte aligned), ``N`` a multiple of
+    16 bytes (the output's row stride, which TMA writes), ``K ≥ 1`` and every dimension below
+    2^31 (TMA coordinates are 32-bit)."""
+    if INTERPRETER or not a.is_cuda or a.dtype not in (torch.float16, torch.bfloat16):
+        return False
+    (m, k), n = a.shape, b.shape[1]
+    if k == 0 or max(m, n, k) >= 2**31 or (n * a.element_size()) % 16:
+        return False
+    index = a.device.index if a.device.index is not None else current_device()
+    if _capability(index)[0] != 9:
+        return False
+    a_lay, _, _, a_vec = _layout(a)
+    b_lay, _, _, b_vec = _layout(b)
+    return _tma_ok(a, a_lay, a_vec) and _tma_ok(b, b_lay, b_vec)
 
 
 def split_count(m: int, n: int, k: int, config: TileConfig, sms: int) -> tuple[int, int]:
@@ -549,6 +600,7 @@ def _tma_ok(t: torch.Tensor, layout: int, vec: int) -> bool:
 
 _FIXED = FastKernel(_mm_fixed_kernel)
 _PERSISTENT = FastKernel(_mm_persistent_kernel)
+_WS = FastKernel(ws_matmul_kernel)
 _TUNED = FastKernel(_mm_tuned_body)  # the autotuner's choice, launched directly (see _run)
 # (device, M bucket, constexprs, operand dtypes and alignment) -> the config the autotuner chose
 _TUNED_CHOICE: dict[tuple[Any, ...], triton.Config] = {}
@@ -695,6 +747,16 @@ def _prepare(
         grid = (cdiv(m, kw["BLOCK_M"]) * cdiv(n, kw["BLOCK_N"]), 1, 1)
         consts = (*head, kw["BLOCK_M"], kw["BLOCK_N"], kw["BLOCK_K"], kw["GROUP_M"])
         return _TUNED, launch_key, grid, args, consts, chosen.num_warps, chosen.num_stages, False
+    if variant == "warp_specialized":
+        if ws_eligible(a, b):
+            cfg = config or WS_CONFIG
+            a_t, b_t = a_lay == _OUTER, b_lay == _OUTER  # read through descriptors of the memory as it lies
+            consts = (a_t, b_t, code, store_pre, cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m,
+                      cfg.num_stages, cfg.num_warps == 8)  # fmt: skip
+            tiles = cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n)
+            args = (*tensors, m, n, k, s_ak if a_t else s_am, s_bn if b_t else s_bk, s_bias, s_rm, s_rn)
+            return _WS, _launch_key(index, tensors), (min(sm_count(a.device), tiles), 1, 1), args, consts, 4, 1, True
+        variant = "persistent"  # what TMA cannot read, fp32, or a GPU before Hopper (a config applies as given)
     cfg = config or default_config(variant, a.dtype, m)
     assert cfg is not None
     strides = (s_am, s_ak, s_bk, s_bn, out.stride(0), s_bias, s_rm, s_rn)
@@ -960,6 +1022,31 @@ def _check(a: Any, b: Any, bias: Any, residual: Any, variant: Any, epilogue: Any
             raise ValueError(f"matmul: config blocks must be powers of two ≥ 16, got {blocks}")
         if config.group_m < 1 or config.num_stages < 1 or config.num_warps not in (1, 2, 4, 8, 16):
             raise ValueError(f"matmul: config needs group_m ≥ 1, num_stages ≥ 1 and num_warps in 1..16, got {config}")
+        if variant == "warp_specialized" and a.dtype != torch.float32:  # fp32 runs the persistent kernel
+            _check_ws_config(config, a.element_size())
+
+
+def _check_ws_config(config: TileConfig, element_size: int) -> None:
+    # The warp-specialized kernel's limits: 4 warps a tile (ping-pong) or 8 (cooperative: two
+    # warpgroups split the rows), each warpgroup's accumulator at most 128 x 128 fp32 in its
+    # registers with 64 or 128 rows (wgmma's 64-row instructions), boxes of at most 256 and a
+    # K step of at most 128 bytes (the 128-byte swizzle), and the shared memory of one program.
+    if config.num_warps not in (4, 8):
+        raise ValueError(f"matmul: warp_specialized needs num_warps 4 (ping-pong) or 8 (cooperative), got {config}")
+    rows = config.block_m // (config.num_warps // 4)
+    if rows not in (64, 128) or config.block_n > 256 or rows * config.block_n > 128 * 128:
+        raise ValueError(
+            f"matmul: warp_specialized needs 64 or 128 rows a warpgroup and at most 128 x 128 outputs a "
+            f"warpgroup (block_m / (num_warps / 4) x block_n), got {config}"
+        )
+    if config.block_k * element_size > 128:
+        raise ValueError(f"matmul: warp_specialized needs block_k x element size ≤ 128 bytes, got {config}")
+    need = ws_shared_bytes(config, element_size)
+    if need > WS_SHARED_LIMIT:
+        raise ValueError(
+            f"matmul: warp_specialized with {config} needs {need} bytes of shared memory, over the "
+            f"{WS_SHARED_LIMIT} a Hopper program may use (fewer stages or a smaller tile)"
+        )
 
 
 def matmul(
@@ -980,8 +1067,10 @@ def matmul(
             CUDA GPU (the kernels run on that GPU, whichever is current), or on the CPU under
             ``TRITON_INTERPRET=1``.  Any strides: ``w.T`` (a transposed operand) is read in
             place, never copied.
-        variant: ``"fixed"``, ``"autotuned"``, ``"persistent"`` (TMA, one program per SM) or
-            ``"split_k"`` (decode shapes); ``None`` chooses (:func:`default_variant`).
+        variant: ``"fixed"``, ``"autotuned"``, ``"persistent"`` (TMA, one program per SM),
+            ``"warp_specialized"`` (TMA producer and two consumer warpgroups, fp16/bf16 on
+            Hopper; :func:`ws_eligible`) or ``"split_k"`` (decode shapes); ``None`` chooses
+            (:func:`default_variant`).
         epilogue: ``None``; ``"bias"`` (+ ``bias[N]``); ``"bias_gelu"`` (tanh-GELU of
             ``a @ b + bias``); ``"residual"`` (+ ``residual[M, N]``).  Applied to the fp32
             accumulator before the one store.
@@ -989,8 +1078,9 @@ def matmul(
         residual: ``[M, N]`` of any strides, a's dtype and device; only with ``"residual"``.
         precision: float32 operands need ``"tf32"`` (tensor-core TF32 products) or ``"ieee"``
             (full fp32 products); float16/bfloat16 ignore it.
-        config: a :class:`TileConfig` forcing the tile of ``fixed``, ``persistent`` or
-            ``split_k`` (not ``autotuned``).
+        config: a :class:`TileConfig` forcing the tile of ``fixed``, ``persistent``,
+            ``warp_specialized`` (``num_warps`` 4: ping-pong, 8: cooperative) or ``split_k``
+            (not ``autotuned``).
 
     Returns: a new contiguous ``[M, N]`` tensor of a's dtype, accumulated in fp32.  ``M`` or
     ``N`` zero gives an empty tensor; ``K`` zero gives zeros passed through the epilogue.
@@ -1001,7 +1091,8 @@ def matmul(
         ValueError: an operand is not 2-D; inner dimensions differ; tensors on different
             devices, or on the CPU outside the interpreter; float32 without ``precision``;
             an unknown variant, epilogue or precision; bias/residual missing, unexpected or
-            of the wrong shape; a config that is invalid or given to ``autotuned``.
+            of the wrong shape; a config that is invalid, given to ``autotuned``, or beyond
+            the warp-specialized kernel's registers or shared memory.
     """
     _check(a, b, bias, residual, variant, epilogue, precision, config)
     tensors = [t for t in (a, b, bias, residual) if t is not None]
@@ -1027,7 +1118,7 @@ def compiled_kernels(
 ) -> list:
     """Run ``matmul(a, b, ...)`` once (no grad) and return the Triton compiled kernel(s) it
     launched, in launch order (``n_regs``, ``n_spills``, ``metadata.shared``, ``asm["sass"]`` /
-    ``asm["cubin"]``): one for fixed/autotuned/persistent, two for split_k.  Empty under the
+    ``asm["cubin"]``): one for fixed/autotuned/persistent/warp_specialized, two for split_k.  Empty under the
     interpreter (nothing is compiled) and for an empty output.  Same arguments and errors as
     :func:`matmul`."""
     global _recording

@@ -593,3 +593,173 @@ def test_kernels_compile_for_hopper_with_tma_wgmma_and_vector_loads() -> None:
             assert r["tma"] > 0 and r["shared"] <= 227 * 1024, r
         else:
             assert r["cp_async_16"] > 0 and r["scalar16_loads"] <= 1, r  # the one: bias[n], a strided vector
+
+
+# The warp-specialized kernel is Gluon, which the interpreter does not run: under it,
+# variant="warp_specialized" runs the persistent kernel (the tests above check that result).
+# Here the host's plan for it is checked with eligibility forced, and the kernel itself is
+# compiled for sm_90 with the constexprs that plan passes.
+def _ws_plan(a, b, monkeypatch, **kw):
+    monkeypatch.setattr(mm_module, "ws_eligible", lambda a, b: True)
+    monkeypatch.setattr(mm_module, "sm_count", lambda device: 132)
+    m, n = a.shape[0], b.shape[1]
+    out = torch.empty((m, n), dtype=a.dtype)
+    args = dict(pre=None, bias=None, residual=None, epilogue=None, precision=None, config=None) | kw
+    return mm_module._prepare(a, b, out, variant="warp_specialized", index=-1, **args)
+
+
+@pytest.mark.parametrize("which", ["plain", "a.T", "b.T", "both"])
+def test_ws_plan_reads_transposed_operands_through_their_memory(which, monkeypatch) -> None:
+    m, n, k = 300, 520, 1000
+    a_t, b_t = which in ("a.T", "both"), which in ("b.T", "both")
+    a = randn((k, m), torch.bfloat16, "wa").T if a_t else randn((m, k), torch.bfloat16, "wa")
+    b = randn((n, k), torch.bfloat16, "wb").T if b_t else randn((k, n), torch.bfloat16, "wb")
+    kernel, _, grid, args, consts, warps, _, tma = _ws_plan(a, b, monkeypatch)
+    assert kernel is mm_module._WS and tma and warps == 4
+    named = dict(zip(kernel.const_names, consts, strict=True))
+    assert (named["A_T"], named["B_T"]) == (a_t, b_t)
+    # the row stride of each operand's memory as it lies: [K, M] for a.T, [N, K] for b.T
+    assert args[6:11] == (m, n, k, m if a_t else k, k if b_t else n)
+    assert args[0] is a and args[1] is b
+    tiles = -(-m // 128) * -(-n // 128)
+    assert grid == (min(132, tiles), 1, 1)
+
+
+def test_ws_plan_epilogues_and_cooperative_config(monkeypatch) -> None:
+    a, b = randn((64, 96), torch.float16, "we"), randn((96, 80), torch.float16, "wf")
+    residual = randn((80, 64), torch.float16, "wr").T  # column-major residual: strides (1, 64)
+    _, _, _, args, consts, *_ = _ws_plan(a, b, monkeypatch, epilogue="residual", residual=residual)
+    named = dict(zip(mm_module._WS.const_names, consts, strict=True))
+    assert named["EPILOGUE"] == 3 and args[5] is residual and args[12:14] == (1, 64)
+    bias = randn((80,), torch.float16, "wbias")
+    pre = torch.empty(64, 80, dtype=torch.float16)
+    cfg = TileConfig(256, 128, 64, 4, 3, 8)
+    _, _, grid, args, consts, *_ = _ws_plan(a, b, monkeypatch, epilogue="bias_gelu", bias=bias, pre=pre, config=cfg)
+    named = dict(zip(mm_module._WS.const_names, consts, strict=True))
+    assert (named["EPILOGUE"], named["STORE_PRE"], named["COOP"]) == (2, True, True)
+    assert (named["BLOCK_M"], named["BLOCK_N"], named["BLOCK_K"], named["GROUP_M"], named["S"]) == (256, 128, 64, 4, 3)
+    assert args[3] is pre and args[4] is bias and grid == (1, 1, 1)
+
+
+def test_ws_falls_back_where_tma_cannot_read(monkeypatch) -> None:
+    monkeypatch.setattr(mm_module, "INTERPRETER", False)
+    monkeypatch.setattr(mm_module, "_capability", lambda index: (9, 0))
+    a = torch.empty(64, 64, dtype=torch.bfloat16)
+    assert not mm_module.ws_eligible(a, a)  # a CPU tensor
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))  # the rules on shapes and strides
+    assert mm_module.ws_eligible(a, a)
+    assert not mm_module.ws_eligible(a.float(), a.float())  # fp32: the persistent kernel
+    assert not mm_module.ws_eligible(torch.empty(64, 65, dtype=torch.bfloat16)[:, :64], a)  # row stride 130 bytes
+    assert not mm_module.ws_eligible(a, torch.empty(64, 60, dtype=torch.bfloat16))  # N = 120 bytes
+    assert not mm_module.ws_eligible(torch.empty(64, 0, dtype=torch.bfloat16), torch.empty(0, 64, dtype=torch.bfloat16))
+    assert not mm_module.ws_eligible(a[:, ::2], torch.empty(32, 64, dtype=torch.bfloat16))  # no unit stride
+    assert mm_module.ws_eligible(a.T, a.T)  # transposed operands: descriptors of their memory
+    monkeypatch.setattr(mm_module, "_capability", lambda index: (10, 0))
+    assert not mm_module.ws_eligible(a, a)  # wgmma is sm_90's
+
+
+WS_BAD = [
+    (TileConfig(128, 128, 64, 8, 5, 2), "num_warps 4"),
+    (TileConfig(256, 128, 64, 8, 3, 4), "64 or 128 rows"),
+    (TileConfig(128, 256, 64, 8, 3, 4), "128 x 128 outputs"),
+    (TileConfig(128, 128, 128, 8, 3, 4), "128 bytes"),
+    (TileConfig(128, 128, 64, 8, 6, 4), "shared memory"),
+]
+
+
+@pytest.mark.parametrize(("config", "words"), WS_BAD, ids=[w for _, w in WS_BAD])
+def test_ws_config_beyond_the_kernel_is_refused(config, words) -> None:
+    a, b = torch.ones(4, 8, dtype=torch.bfloat16), torch.ones(8, 4, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="warp_specialized") as info:
+        matmul(a, b, variant="warp_specialized", config=config)
+    assert words in str(info.value)
+    matmul(a.float(), b.float(), variant="warp_specialized", config=config, precision="ieee")  # fp32: persistent's
+
+
+def test_ws_default_dispatch(monkeypatch) -> None:
+    monkeypatch.setattr(mm_module, "INTERPRETER", False)
+    monkeypatch.setattr(mm_module, "sm_count", lambda device: 132)
+    monkeypatch.setattr(mm_module, "_capability", lambda index: (9, 0))
+    dev = torch.device("cuda", 0)
+    assert default_variant(4096, 4096, 4096, dev, torch.bfloat16) == "warp_specialized"
+    assert default_variant(4096, 4096, 4096, dev, torch.float32) == "persistent"
+    assert default_variant(2048, 2048, 2048, dev, torch.float16) == "persistent"  # 256 tiles: under 4 a SM
+    monkeypatch.setattr(mm_module, "_capability", lambda index: (8, 0))
+    assert default_variant(4096, 4096, 4096, dev, torch.bfloat16) == "autotuned"
+
+
+_WS_CODEGEN_PROBE = r"""
+import importlib, json, subprocess, sys, tempfile
+import torch
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.backends.nvidia.compiler import get_ptxas
+from triton.experimental.gluon._runtime import GluonASTSource
+mm = importlib.import_module("kernels.matmul")
+mm.ws_eligible = lambda a, b: True
+mm.sm_count = lambda device: 132
+INTS = ["M", "N", "K", "s_a", "s_b", "s_bias", "s_rm", "s_rn"]
+PTRS = ["a_ptr", "b_ptr", "c_ptr", "pre_ptr", "bias_ptr", "res_ptr"]
+
+def probe(name, a, b, spills=False, **kw):
+    (m, k), n = a.shape, b.shape[1]
+    args = dict(pre=None, bias=None, residual=None, epilogue=None, precision=None, config=None) | kw
+    out = torch.empty(m, n, dtype=a.dtype)
+    kernel, _, _, _, consts, warps, _, _ = mm._prepare(a, b, out, variant="warp_specialized", index=-1, **args)
+    ty = "*bf16" if a.dtype == torch.bfloat16 else "*fp16"
+    named = dict(zip(kernel.const_names, consts))
+    ints = {i: "i32" if i in "MNK" else "i64" for i in INTS}  # the kernel's annotations
+    sig = {**{p: ty for p in PTRS}, **ints, **{c: "constexpr" for c in named}}
+    attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(PTRS))}
+    k = triton.compile(GluonASTSource(fn=kernel.fn, signature=sig, constexprs=named, attrs=attrs),
+                       target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+    ptx = k.asm["ptx"]
+    report = {"name": name, "wgmma": ptx.count("wgmma.mma_async"), "setmaxnreg": ptx.count("setmaxnreg"),
+              "tma_loads": ptx.count("cp.async.bulk.tensor.2d.shared"),
+              "tma_stores": ptx.count("cp.async.bulk.tensor.2d.global"), "shared": k.metadata.shared,
+              "model": mm.ws_shared_bytes(args["config"] or mm.WS_CONFIG, a.element_size())}
+    if spills:
+        with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
+            f.write(ptx)
+            f.flush()
+            done = subprocess.run([get_ptxas(90).path, "-arch=sm_90a", "-v", f.name, "-o", "/dev/null"],
+                                  capture_output=True, text=True)
+        report["ptxas"] = done.stderr
+    print(json.dumps(report), flush=True)
+
+bf, fp = torch.bfloat16, torch.float16
+a, b = torch.empty(512, 256, dtype=bf), torch.empty(256, 384, dtype=bf)
+probe("a b", a, b, spills=True)
+probe("a.T b", torch.empty(256, 512, dtype=bf).T, b)
+probe("a w.T", a, torch.empty(384, 256, dtype=bf).T)
+probe("a.T w.T fp16", torch.empty(256, 512, dtype=fp).T, torch.empty(384, 256, dtype=fp).T)
+probe("bias", a, b, epilogue="bias", bias=torch.empty(384, dtype=bf))
+probe("bias_gelu + pre", a, b, epilogue="bias_gelu", bias=torch.empty(384, dtype=bf),
+      pre=torch.empty(512, 384, dtype=bf))
+probe("residual", a, b, epilogue="residual", residual=torch.empty(512, 384, dtype=bf))
+probe("coop 256x128", a, b, spills=True, config=mm.TileConfig(256, 128, 64, 8, 3, 8))
+probe("coop 128x256 a.T w.T", torch.empty(256, 512, dtype=bf).T, torch.empty(384, 256, dtype=bf).T,
+      config=mm.TileConfig(128, 256, 64, 8, 3, 8))
+"""
+
+
+def test_ws_kernel_compiles_for_hopper_with_partitions_wgmma_and_tma() -> None:
+    """Compiles the warp-specialized kernel for sm_90 with the constexprs the host's plan passes
+    (layouts, every epilogue, both schedules; no GPU needed) and reads the PTX: wgmma, the
+    ``setmaxnreg`` of the partitions, TMA loads and stores, shared memory within the host's
+    model of it (which admits configs) and the Hopper limit, and no register spills."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    done = subprocess.run([sys.executable, "-c", _WS_CODEGEN_PROBE], capture_output=True, text=True, env=env,
+                          timeout=600, cwd=root)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    reports = {r["name"]: r for r in map(json.loads, done.stdout.splitlines())}
+    assert len(reports) == 9
+    for r in reports.values():
+        assert r["wgmma"] > 0 and r["setmaxnreg"] > 0, r
+        assert r["tma_loads"] >= 2 and r["tma_stores"] >= 1, r
+        assert r["shared"] <= r["model"] <= mm_module.WS_SHARED_LIMIT, r
+        if "ptxas" in r:
+            assert "0 bytes spill stores" in r["ptxas"] and "0 bytes spill loads" in r["ptxas"], r["ptxas"]
+    assert reports["bias_gelu + pre"]["tma_stores"] > reports["bias"]["tma_stores"]  # z, then gelu(z)

@@ -130,7 +130,8 @@ def test_transposed_operands_at_real_size(which, variant) -> None:
     assert_close(matmul(a, b, variant=variant), reference(a, b), torch.bfloat16, f"{which} {variant}")
 
 
-STEP_CASES = [(e, v) for e in ("bias", "bias_gelu", "residual") for v in ("fixed", "persistent")] + [
+STEP_CASES = [
+    *[(e, v) for e in ("bias", "bias_gelu", "residual") for v in ("fixed", "persistent", "warp_specialized")],
     ("bias_gelu", "split_k"),
     ("bias_gelu", "autotuned"),
 ]
@@ -186,7 +187,7 @@ def test_fp32_tf32_and_ieee(variant) -> None:
     assert rel > 1e-6, "precision='tf32' must use TF32 (its error is far above IEEE's)"
 
 
-@pytest.mark.parametrize("variant", ["fixed", "autotuned", "persistent", "split_k"])
+@pytest.mark.parametrize("variant", ["fixed", "autotuned", "persistent", "warp_specialized", "split_k"])
 def test_no_recompilation_across_m_in_one_bucket(variant) -> None:
     n, k = 4096, (14336 if variant == "split_k" else 4096)
     b = randn((k, n), torch.bfloat16, 12)
@@ -194,6 +195,7 @@ def test_no_recompilation_across_m_in_one_bucket(variant) -> None:
         "fixed": [mm_module._mm_fixed_kernel],
         "autotuned": [mm_module._mm_tuned_body],
         "persistent": [mm_module._mm_persistent_kernel],
+        "warp_specialized": [mm_module.ws_matmul_kernel],
         "split_k": [mm_module._mm_split_kernel, mm_module._mm_split_reduce_kernel],
     }[variant]
     ms = [65, 100, 127, 128]
@@ -253,7 +255,8 @@ def test_persistent_kernel_uses_tma_and_wgmma_without_spills() -> None:
 def test_default_dispatch_on_this_gpu() -> None:
     dev = torch.device("cuda")
     assert default_variant(1, 4096, 14336, dev) == "split_k"
-    assert default_variant(8192, 8192, 8192, dev) == ("persistent" if is_hopper() else "autotuned")
+    assert default_variant(8192, 8192, 8192, dev) == ("warp_specialized" if is_hopper() else "autotuned")
+    assert default_variant(8192, 8192, 8192, dev, torch.float32) == ("persistent" if is_hopper() else "autotuned")
     assert default_variant(512, 512, 512, dev) == "autotuned"
 
 
@@ -293,7 +296,7 @@ def test_tensors_on_a_second_gpu(variant) -> None:
 def test_cached_launch_matches_tritons_own_launch() -> None:
     a = randn((300, 1000), torch.float16, 70)
     b = randn((1000, 520), torch.float16, 71)
-    for variant in ("fixed", "persistent", "split_k"):
+    for variant in ("fixed", "persistent", "warp_specialized", "split_k"):
         cached = matmul(a, b, variant=variant)
         cached = matmul(a, b, variant=variant)  # the second call takes the launch cache
         mm_module._recording = []
@@ -304,17 +307,97 @@ def test_cached_launch_matches_tritons_own_launch() -> None:
         assert torch.equal(cached, own), variant
 
 
-def test_eager_calls_stay_on_the_cached_launch(monkeypatch) -> None:
+@pytest.mark.parametrize("variant", ["fixed", "persistent", "warp_specialized"])
+def test_eager_calls_stay_on_the_cached_launch(variant, monkeypatch) -> None:
     """After the first call, eager calls launch through the cached launcher, never Triton's
     own ``kernel[grid]`` path (tens of µs of host time a call; the issue's target for the
-    whole call is 20 µs).  Counted, not timed: the host cost itself is the dispatch study's."""
+    whole call is 20 µs), also for the kernels that make TMA descriptors on the device (their
+    global scratch comes from torch's allocator).  Counted, not timed: the host cost itself is
+    the study's."""
     a = randn((64, 256), torch.bfloat16, 80)
     b = randn((256, 256), torch.bfloat16, 81)
-    matmul(a, b, variant="fixed")
+    first = matmul(a, b, variant=variant)
     uncached = []
     real = FastKernel.launch_uncached
     monkeypatch.setattr(FastKernel, "launch_uncached", lambda s, *a, **kw: uncached.append(1) or real(s, *a, **kw))
     for _ in range(50):
-        matmul(a, b, variant="fixed")
+        again = matmul(a, b, variant=variant)
     torch.cuda.synchronize()
     assert uncached == []
+    assert torch.equal(again, first)
+
+
+hopper_only = pytest.mark.skipif(not torch.cuda.is_available() or not is_hopper(), reason="Hopper kernel")
+WS_CONFIGS = {
+    "ping-pong": None,
+    "ping-pong 4 stages": TileConfig(128, 128, 64, 8, 4, 4),
+    "cooperative 256x128": TileConfig(256, 128, 64, 8, 3, 8),
+    "cooperative 128x256": TileConfig(128, 256, 64, 8, 3, 8),
+}
+# (M, N, K): edges in every dimension (TMA zero-fills the loads and clips the stores), a K
+# tail of 8, one row, fewer tiles than programs, and more tiles than two waves.
+WS_SHAPES = [(300, 520, 72), (1, 4096, 4096), (1000, 1048, 1032), (2304, 2560, 1024)]
+
+
+@hopper_only
+@pytest.mark.parametrize("name", WS_CONFIGS)
+@pytest.mark.parametrize("shape", WS_SHAPES, ids=str)
+def test_ws_kernel_edges_layouts_and_schedules(name, shape) -> None:
+    m, n, k = shape
+    config = WS_CONFIGS[name]
+    for i, (a_t, b_t) in enumerate(((False, False), (True, False), (False, True), (True, True))):
+        dtype = torch.float16 if i % 2 else torch.bfloat16
+        a = randn((k, m), dtype, 100 + i).T if a_t else randn((m, k), dtype, 100 + i)
+        b = randn((n, k), dtype, 110 + i).T if b_t else randn((k, n), dtype, 110 + i)
+        assert mm_module.ws_eligible(a, b)
+        (kernel,) = compiled_kernels(a, b, variant="warp_specialized", config=config)
+        assert "setmaxnreg" in kernel.asm["ptx"], "not the warp-specialized kernel"
+        c = matmul(a, b, variant="warp_specialized", config=config)
+        assert_close(c, reference(a, b), dtype, f"{name} {shape} a.T={a_t} b.T={b_t}")
+
+
+@hopper_only
+@pytest.mark.parametrize("name", ["ping-pong", "cooperative 256x128"])
+@pytest.mark.parametrize("epilogue", ["bias", "bias_gelu", "residual"])
+def test_ws_epilogues_at_edges(name, epilogue) -> None:
+    m, n, k = 1000, 1048, 1032
+    dtype = torch.bfloat16
+    a, b = randn((m, k), dtype, 120), randn((k, n), dtype, 121, scale=k**-0.5)
+    kw = {"bias": randn((n,), dtype, 122)} if epilogue != "residual" else {"residual": randn((n, m), dtype, 123).T}
+    c = matmul(a, b, variant="warp_specialized", epilogue=epilogue, config=WS_CONFIGS[name], **kw)
+    assert_close(c, reference(a, b, epilogue, **kw), dtype, f"{name} {epilogue}")
+
+
+@hopper_only
+def test_ws_kernel_evidence_and_fallback() -> None:
+    a = randn((4096, 4096), torch.bfloat16, 130)
+    b = randn((4096, 4096), torch.bfloat16, 131)
+    (kernel,) = compiled_kernels(a, b, variant="warp_specialized")
+    ptx = kernel.asm["ptx"]
+    assert "wgmma" in ptx and "setmaxnreg" in ptx and "cp.async.bulk.tensor" in ptx
+    assert kernel.n_spills == 0
+    skew = randn((4096, 4097), torch.bfloat16, 132)[:, :4096]  # a row stride TMA cannot read
+    (fallback,) = compiled_kernels(skew, b, variant="warp_specialized")
+    assert "setmaxnreg" not in fallback.asm["ptx"], "an operand TMA cannot read must take the persistent kernel"
+    assert_close(matmul(skew, b, variant="warp_specialized"), reference(skew, b), torch.bfloat16, "fallback")
+
+
+@hopper_only
+def test_ws_in_a_cuda_graph() -> None:
+    """A captured call replays the same product (the descriptors' scratch comes from the graph's pool)."""
+    a = randn((1000, 1032), torch.bfloat16, 140)
+    b = randn((1032, 1048), torch.bfloat16, 141)
+    want = matmul(a, b, variant="warp_specialized")
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        matmul(a, b, variant="warp_specialized")
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        got = matmul(a, b, variant="warp_specialized")
+    a.copy_(randn((1000, 1032), torch.bfloat16, 142))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_close(got, reference(a, b), torch.bfloat16, "replay with new a")
+    assert not torch.equal(got, want)

@@ -132,7 +132,7 @@ def test_add_launch_cache_key_and_arguments(monkeypatch) -> None:
     calls: list[tuple] = []
     key = (a.get_device(), torch.bfloat16, torch.bfloat16, torch.bfloat16, True, True, True)
     cached = (key, (4096, True), 8, 3, False, False)
-    monkeypatch.setitem(vector_add._ADD._cache, cached, (lambda *args: calls.append(args), "fn", "meta", 0, 0))
+    monkeypatch.setitem(vector_add._ADD._cache, cached, (lambda *args: calls.append(args), "fn", "meta", 0, 0, 0))
     add_flat(a, b, out, 0.5)
     assert len(calls) == 1
     got = calls.pop()  # Triton's C launcher: grid, stream, function, flags, scratches, metadata, hooks

@@ -15,7 +15,7 @@ A[M, K] · B[K, N]):
   the composition (and, for bias + GELU, cuBLASLt's own GELU epilogue).
 
 Variants: ``triton`` (default dispatch) and each variant forced (``triton-fixed``,
-``-autotuned``, ``-persistent``, ``-split-k`` on decode shapes) on forward cases; at 4096³
+``-autotuned``, ``-persistent``, ``-warp-specialized``, ``-split-k`` on decode shapes) on forward cases; at 4096³
 and 8192³ bf16 the grouping study, one tile (128×256×64, 3 stages, 8 warps) with GROUP_M 1,
 4 and 8 (``triton-group1`` ...).  Peers are named per operator (``cublas``,
 ``cublas-bias-gelu``, ``compile-residual`` ...): a name means one variant, and one label,
@@ -81,7 +81,7 @@ QUICK = {
 }
 QUICK_EPILOGUE = [("mm_bias_gelu", (8192, 8192, 8192))]
 
-FORCED = ("fixed", "autotuned", "persistent", "split_k")  # kernels.matmul.VARIANTS, each forced
+FORCED = ("fixed", "autotuned", "persistent", "warp_specialized", "split_k")  # kernels.matmul.VARIANTS, each forced
 DECODE_MAX_M = 128  # split-K is offered where M is at most this (a decode shape)
 # The grouping study: one tile, three tile orders (GROUP_M), at these shapes.
 GROUPS = (1, 4, 8, 16)
@@ -343,6 +343,7 @@ FORCED_LABELS = {
     "fixed": "Triton, fixed tile forced",
     "autotuned": "Triton, autotuned forced",
     "persistent": "Triton, persistent TMA kernel forced",
+    "warp_specialized": "Triton (Gluon), warp-specialized kernel forced",
     "split_k": "Triton, split-K forced",
 }
 PEERS: dict[str, tuple[str, str, str]] = {
