@@ -520,13 +520,22 @@ def default_config(variant: str, dtype: torch.dtype, m: int = 0) -> TileConfig |
     return FIXED_CONFIG
 
 
-def default_variant(m: int, n: int, k: int, device: torch.device, dtype: torch.dtype = torch.bfloat16) -> str:
+def default_variant(
+    m: int, n: int, k: int, device: torch.device, dtype: torch.dtype = torch.bfloat16, epilogue: str | None = None
+) -> str:
     """The variant ``matmul(variant=None)`` runs for an ``[m, k] @ [k, n]`` product on ``device``:
     ``split_k`` for decode-like shapes (few rows, deep K, too few output tiles to fill the GPU);
-    on Hopper (compute capability 9.x) for large products, ``warp_specialized`` for 16-bit
-    operands with at least ``WS_MIN_WAVES`` waves of its tiles (it runs the persistent kernel
-    where TMA cannot read the operands) and ``persistent`` for the rest; ``autotuned``
-    otherwise; ``fixed`` under the interpreter (the autotuner has nothing to time there)."""
+    on Hopper (compute capability 9.x) for large products, ``warp_specialized`` for the
+    ``bias_gelu`` epilogue of 16-bit operands with at least ``WS_MIN_WAVES`` waves of its
+    tiles (it runs the persistent kernel where TMA cannot read the operands), ``persistent``
+    for the rest; ``autotuned`` otherwise; ``fixed`` under the interpreter (the autotuner has
+    nothing to time there).
+
+    Why warp specialization only there: it hides an epilogue behind the other consumer's
+    main loop, and GELU is the epilogue that costs (special-function instructions).  On
+    plain products at 4096³ and 8192³ the persistent kernel ran 1.2-2.3% ahead of it, and
+    with bias + GELU at 8192³ bf16 it ran 1.4% ahead of the persistent kernel
+    (notes/2026-12-03-probe-ws-configs-c315e77.log)."""
     if INTERPRETER or device.type != "cuda":
         return "fixed"
     sms = sm_count(device)
@@ -535,7 +544,7 @@ def default_variant(m: int, n: int, k: int, device: torch.device, dtype: torch.d
     index = device.index if device.index is not None else current_device()
     if _capability(index)[0] == 9 and m * n * k >= PERSISTENT_MIN_MNK:
         tiles = cdiv(m, WS_CONFIG.block_m) * cdiv(n, WS_CONFIG.block_n)
-        if dtype in (torch.float16, torch.bfloat16) and tiles >= WS_MIN_WAVES * sms:
+        if epilogue == "bias_gelu" and dtype in (torch.float16, torch.bfloat16) and tiles >= WS_MIN_WAVES * sms:
             return "warp_specialized"
         return "persistent"
     return "autotuned"
@@ -821,7 +830,7 @@ def _forward(
     pre = torch.empty_like(out) if save_pre and epilogue == "bias_gelu" else None
     if m == 0 or n == 0:
         return out, pre
-    variant = variant or default_variant(m, n, k, a.device, a.dtype)
+    variant = variant or default_variant(m, n, k, a.device, a.dtype, epilogue)
     if a.is_cuda and a.device.index != current_device():  # Triton launches on the current GPU
         with torch.cuda.device(a.device):
             _run(a, b, out, pre, bias, residual, variant, epilogue, precision, config)

@@ -681,11 +681,13 @@ def test_ws_default_dispatch(monkeypatch) -> None:
     monkeypatch.setattr(mm_module, "sm_count", lambda device: 132)
     monkeypatch.setattr(mm_module, "_capability", lambda index: (9, 0))
     dev = torch.device("cuda", 0)
-    assert default_variant(4096, 4096, 4096, dev, torch.bfloat16) == "warp_specialized"
-    assert default_variant(4096, 4096, 4096, dev, torch.float32) == "persistent"
-    assert default_variant(2048, 2048, 2048, dev, torch.float16) == "persistent"  # 256 tiles: under 4 a SM
+    assert default_variant(4096, 4096, 4096, dev, torch.bfloat16, "bias_gelu") == "warp_specialized"
+    assert default_variant(4096, 4096, 4096, dev, torch.bfloat16) == "persistent"  # a plain product
+    assert default_variant(4096, 4096, 4096, dev, torch.bfloat16, "residual") == "persistent"
+    assert default_variant(4096, 4096, 4096, dev, torch.float32, "bias_gelu") == "persistent"
+    assert default_variant(2048, 2048, 2048, dev, torch.float16, "bias_gelu") == "persistent"  # 256 tiles: < 4 a SM
     monkeypatch.setattr(mm_module, "_capability", lambda index: (8, 0))
-    assert default_variant(4096, 4096, 4096, dev, torch.bfloat16) == "autotuned"
+    assert default_variant(4096, 4096, 4096, dev, torch.bfloat16, "bias_gelu") == "autotuned"
 
 
 _WS_CODEGEN_PROBE = r"""

@@ -296,9 +296,8 @@ def _dispatch(case: Params) -> str | None:
         return None
     try:
         m, n, k = dims(case)
-        return str(
-            _km().default_variant(m, n, k, torch.device("cuda", torch.cuda.current_device()), DTYPES[case["dtype"]])
-        )
+        device = torch.device("cuda", torch.cuda.current_device())
+        return str(_km().default_variant(m, n, k, device, DTYPES[case["dtype"]], EPILOGUES.get(case["op"])))
     except Exception as exc:  # recorded, not raised: meta never stops a case
         return f"unknown ({type(exc).__name__})"
 
