@@ -23,6 +23,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "cp_async": ("LDGSTS",),  # Ampere-style asynchronous global -> shared copies
     "ldsm": ("LDSM",),  # shared -> register matrix loads (feed HMMA)
     "bar": ("BAR",),  # block-wide barriers
+    "setmaxreg": ("USETMAXREG",),  # setmaxnreg: registers moved between warp-specialized partitions
 }
 # One instruction: optional control field (Triton's "--:-:-:Y:1<TAB>") or offset comment
 # ("/*0090*/"), an optional predicate ("@P0", "@!UPT"), the opcode, then operands to ";".

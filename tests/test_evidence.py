@@ -21,6 +21,7 @@ TRITON_SASS = """Function:matmul_kernel
 --:-:-:Y:1\tMOV R1, c[0x0][0x28] ;
 --:-:-:-:2\t@!PT LDS RZ, [RZ] ;
 01:-:-:Y:4\tUTMALDG.2D [UR8], [UR4] ;
+--:-:-:Y:1\tUSETMAXREG.DEALLOC.CTAPOOL 0x28 ;
 --:-:-:Y:1\tWARPGROUP.ARRIVE ;
 --:-:-:Y:1\tHGMMA.64x256x16.F32.BF16 R24, gdesc[UR12], R24, gsb0 ;
 --:-:-:Y:1\tHGMMA.64x256x16.F32.BF16 R24, gdesc[UR16], R24, gsb0 ;
@@ -53,8 +54,8 @@ def test_counts_triton_sass() -> None:
     c = evidence.count_sass(TRITON_SASS)
     assert c["functions"] == 1
     assert c["hgmma"] == 2 and c["hmma"] == 0
-    assert c["tma"] == 1 and c["bar"] == 1 and c["cp_async"] == 0
-    assert c["instructions"] == 9  # the label line is not an instruction
+    assert c["tma"] == 1 and c["bar"] == 1 and c["cp_async"] == 0 and c["setmaxreg"] == 1
+    assert c["instructions"] == 10  # the label line is not an instruction
     assert evidence.matrix_path(c) == "wgmma"
 
 
@@ -62,7 +63,7 @@ def test_counts_cuobjdump_sass() -> None:
     c = evidence.count_sass(CUOBJDUMP_SASS)
     assert c["functions"] == 1
     assert c["hmma"] == 2 and c["hgmma"] == 0  # a predicated one counts too
-    assert c["cp_async"] == 1 and c["ldsm"] == 1 and c["tma"] == 0
+    assert c["cp_async"] == 1 and c["ldsm"] == 1 and c["tma"] == 0 and c["setmaxreg"] == 0
     assert c["instructions"] == 6  # the encoding-only lines and the headers are not instructions
     assert evidence.matrix_path(c) == "mma.sync"
     assert evidence.matrix_path(evidence.count_sass("")) == "none"

@@ -130,6 +130,12 @@ def evidence_table(view: StudyView) -> Table | None:
         Column("hmma", "HMMA", "warp-level matrix instructions (mma.sync) in the SASS: the pre-Hopper path"),
         Column("tma", "TMA", "tensor-memory-accelerator copies (UTMALDG, UTMASTG) in the SASS"),
         Column("cp_async", "cp.async", "LDGSTS copies in the SASS"),
+        Column(
+            "setmaxreg",
+            "setmaxnreg",
+            "USETMAXREG in the SASS: registers moved between the warp-specialized partitions (producer and consumer "
+            "warps)",
+        ),
         Column("path", "Path", "which matrix instruction the code uses", numeric=False),
     ]
     table = Table(
@@ -152,6 +158,7 @@ def evidence_table(view: StudyView) -> Table | None:
             "hmma": meta_num(c, v, "sass_hmma"),
             "tma": meta_num(c, v, "sass_tma"),
             "cp_async": meta_num(c, v, "sass_cp_async"),
+            "setmaxreg": meta_num(c, v, "sass_setmaxreg"),
             "path": Text(matrix_path(c, v)),
         }
         table.rows.append(row)
