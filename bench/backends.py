@@ -36,6 +36,9 @@ class CudaBackend:
                 f"{timing.COLD_FACTOR}x the L2 (at most {timing.MAX_SETS} sets; each case records its sets and "
                 "bytes); one sample = one replay / N, with no flush or launch inside the interval",
             },
+            "calls": f"each variant's calls per sample from its own estimate, for about the target time; then "
+            f"every variant within {timing.SHARED_CALLS_SPAN}x of the case's most calls takes that many too (samples "
+            "with fewer calls read up to 2% slower: a comparison must not depend on an estimate's rounding)",
             "eager": "eager_us: the same calls as ordinary Python calls (no graph) between two CUDA events, "
             "host dispatch included, divided by the calls (at most 200)",
             "warmup": self.warmup.describe(),
@@ -45,8 +48,9 @@ class CudaBackend:
         return 1 if l2 == "warm" else timing.rotation_sets(case_bytes, self.l2_bytes)
 
     def make_timer(
-        self, fn_for_set: Callable[[int], object], sets: int, target_ms: float, name: str | None = None
-    ) -> tuple[timing.Timer, timing.EagerTimer]:
+        self, fn_for_set: Callable[[int], object], sets: int, target_ms: float, name: str | None = None,
+        calls: int | None = None,
+    ) -> tuple[timing.Timer, timing.EagerTimer]:  # fmt: skip
         # The graphs of one case share a memory pool: the harness replays them one at a time
         # on one stream, and every replay reads only its inputs (allocated before capture) and
         # what it wrote itself, so a graph's temporaries may sit where another's did (a pool
@@ -57,7 +61,7 @@ class CudaBackend:
         if self._pool is None:
             self._pool = torch.cuda.graph_pool_handle()
         capture = name not in self.uncapturable
-        timers = timing.make_timer(fn_for_set, sets, target_ms, pool=self._pool, capture=capture)
+        timers = timing.make_timer(fn_for_set, sets, target_ms, pool=self._pool, capture=capture, calls=calls)
         if name is not None and timers[0].timer != timing.GRAPH:
             self.uncapturable.add(name)
         return timers
@@ -116,8 +120,9 @@ class HostBackend:
         return 1 if l2 == "warm" else 2
 
     def make_timer(
-        self, fn_for_set: Callable[[int], object], sets: int, target_ms: float, name: str | None = None
-    ) -> tuple[HostTimer, HostTimer]:
+        self, fn_for_set: Callable[[int], object], sets: int, target_ms: float, name: str | None = None,
+        calls: int | None = None,
+    ) -> tuple[HostTimer, HostTimer]:  # fmt: skip
         fn_for_set(0)
         return HostTimer(lambda: fn_for_set(0)), HostTimer(lambda: fn_for_set(sets - 1), timer="host-clock")
 

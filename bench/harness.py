@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import torch
 
 from bench.studies import Params, Refused, Step, Study, Tensors
+from bench.timing import SHARED_CALLS_SPAN
 from contract.schema import json_number, number_value
 
 
@@ -65,8 +66,9 @@ class Backend(Protocol):
 
     def sets_for(self, l2: str, case_bytes: int) -> int: ...
     def make_timer(
-        self, fn_for_set: Callable[[int], object], sets: int, target_ms: float, name: str | None = None
-    ) -> tuple[Timer, Timer]: ...
+        self, fn_for_set: Callable[[int], object], sets: int, target_ms: float, name: str | None = None,
+        calls: int | None = None,
+    ) -> tuple[Timer, Timer]: ...  # fmt: skip
     def before_case(self) -> None: ...
     def after_round(self) -> None: ...
     def poison(self, nbytes: int) -> None: ...
@@ -189,16 +191,19 @@ def measure_case(study: Study, case: Params, index: int, backend: Backend, opts:
                for v in variants if v.own_inputs and v.name in steps}  # fmt: skip
         backend.before_case()
         timers: dict[str, tuple[Timer, Timer]] = {}
+        fns: dict[str, Callable[[int], object]] = {}
         for name, step in steps.items():
             try:
                 sets_of = own.get(name, timed)
-                fn = lambda i, step=step, timed=sets_of: step(timed[i])
+                fns[name] = fn = lambda i, step=step, timed=sets_of: step(timed[i])
                 timers[name] = backend.make_timer(fn, sets, opts.target_ms, name=name)
-                rec = recs[name]
-                rec.timer, rec.calls_per_sample = timers[name][0].timer, timers[name][0].calls
-                rec.eager_calls_per_sample = timers[name][1].calls if opts.eager else None
             except Exception as exc:
                 recs[name].error = f"timing failed: {describe_error(exc)}"
+        _share_calls(timers, fns, backend, sets, opts.target_ms, recs)
+        for name, (device_timer, eager_timer) in timers.items():
+            rec = recs[name]
+            rec.timer, rec.calls_per_sample = device_timer.timer, device_timer.calls
+            rec.eager_calls_per_sample = eager_timer.calls if opts.eager else None
         rng = random.Random(f"{opts.seed}:{index}:{l2}")
         for _ in range(opts.rounds):
             order = list(timers)
@@ -225,6 +230,29 @@ def measure_case(study: Study, case: Params, index: int, backend: Backend, opts:
         )
         backend.cleanup()
     return entries
+
+
+def _share_calls(
+    timers: dict[str, tuple[Timer, Timer]], fns: dict[str, Callable[[int], object]], backend: Backend, sets: int,
+    target_ms: float, recs: dict[str, VariantRecord],
+) -> None:  # fmt: skip
+    """Give every variant whose calls per sample are within ``SHARED_CALLS_SPAN`` of the case's
+    most the same calls (its timer rebuilt).  Each variant's calls come from its own estimate
+    of one call, rounded to whole rotations; two variants of one kernel at a rounding edge
+    took 4 and 8 calls, and the one with 4 read 1.5-2% slower in every such run
+    (data/runs/matmul, fp16 4096³, 2026-12-01 to 12-03).  A variant far slower than the
+    fastest keeps its own (its samples would grow past the span)."""
+    most = max((t.calls for t, _ in timers.values()), default=0)
+    for name, (device_timer, eager_timer) in list(timers.items()):
+        if device_timer.calls >= most or device_timer.calls * SHARED_CALLS_SPAN < most:
+            continue
+        device_timer.release()
+        eager_timer.release()
+        try:
+            timers[name] = backend.make_timer(fns[name], sets, target_ms, name=name, calls=most)
+        except Exception as exc:
+            del timers[name]
+            recs[name].error = f"timing failed: {describe_error(exc)}"
 
 
 def failed_case(study: Study, case: Params, exc: Exception, opts: Options) -> list[dict[str, Any]]:

@@ -40,6 +40,9 @@ EVENTS = "cuda-events"
 EAGER = "eager-events"
 HIDE_LAUNCH_CYCLES = 50_000  # ~25 µs of device sleep: the host queues the replay meanwhile
 MAX_SETS = 512  # input sets a cold graph rotates through, at most
+# Variants of one case whose calls per sample are within this factor of the case's most take
+# that many (bench.harness._share_calls says why).
+SHARED_CALLS_SPAN = 4
 COLD_FACTOR = 4  # the sets together hold at least this many L2s where the cap allows
 
 
@@ -201,9 +204,10 @@ def capturable(fn: Callable[[], object]) -> bool:
 
 def make_timer(
     fn_for_set: Callable[[int], object], sets: int, target_ms: float, eager_most: int = 200, pool: Any = None,
-    capture: bool = True,
+    capture: bool = True, calls: int | None = None,
 ) -> tuple[Timer, EagerTimer]:  # fmt: skip
     """Warm the variant up, estimate one call's device time, and build its two timers.
+    ``calls``: the calls a sample holds, given (a multiple of ``sets``), instead of estimated.
 
     ``fn_for_set(i)`` runs the variant on input set ``i`` of ``sets`` (1 for warm L2).  The
     graph holds a whole number of rotations, at least ``target_ms`` long; the eager timer
@@ -218,17 +222,19 @@ def make_timer(
     try:
         if not capture or not capturable(lambda: fn_for_set(0)):
             raise _NotCapturable
-        # One call's device time, from a one-call graph: an eager estimate would count the
-        # host's dispatch (hundreds of µs for an autograd step) and give far too few calls.
-        one = Timer(fn_for_set, 1, 1, GRAPH, graph=_capture(fn_for_set, 1, 1, None))
-        estimate = sorted(one.sample_us() for _ in range(5))[2] / 1000.0
-        one.release()
-        calls = max(sets, math.ceil(calls_for(estimate, target_ms) / sets) * sets)
+        if calls is None:
+            # One call's device time, from a one-call graph: an eager estimate would count the
+            # host's dispatch (hundreds of µs for an autograd step) and give far too few calls.
+            one = Timer(fn_for_set, 1, 1, GRAPH, graph=_capture(fn_for_set, 1, 1, None))
+            estimate = sorted(one.sample_us() for _ in range(5))[2] / 1000.0
+            one.release()
+            calls = max(sets, math.ceil(calls_for(estimate, target_ms) / sets) * sets)
         timer = Timer(fn_for_set, calls, sets, GRAPH, graph=_capture(fn_for_set, calls, sets, pool))
     except Exception:
         torch.cuda.synchronize()
-        estimate = event_time_ms(lambda: fn_for_set(0), repeat=3)
-        calls = max(sets, math.ceil(calls_for(estimate, target_ms) / sets) * sets)
+        if calls is None:
+            estimate = event_time_ms(lambda: fn_for_set(0), repeat=3)
+            calls = max(sets, math.ceil(calls_for(estimate, target_ms) / sets) * sets)
         timer = Timer(fn_for_set, calls, sets, EVENTS)
     return timer, EagerTimer(fn_for_set, max(1, min(calls, eager_most)), sets)
 

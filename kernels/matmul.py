@@ -100,6 +100,7 @@ from typing import Any
 import torch
 import triton
 import triton.language as tl
+from triton.runtime import _allocation
 
 from kernels._activations import gelu_tanh, gelu_tanh_grad
 from kernels._checks import check_device, check_same_device, check_tensor, eager_path
@@ -445,9 +446,15 @@ SPLIT_K_BLOCK_N = 128
 # small odd shapes still span several tiles and several K steps.
 INTERPRETER_CONFIG = TileConfig(32, 32, 32, 2, 1, 4)
 
-# Default dispatch thresholds.  Provisional: the GEMM study measures them on the H200.
+# Default dispatch thresholds, from the GEMM study's runs on the H200.  Split-K only where K is
+# deep: at K = 4096 (weights 4096x4096 and 14336x4096, M = 1 to 128, run
+# matmul-20261201T072628Z-ebbf780) the autotuned kernel's device time was within 7% of
+# split-K's at M = 1 and ahead at every other M (up to 1.5x at M = 128), and it is one launch
+# where split-K is two and a workspace (an eager call's host cost: 16.5 µs against 47 on the
+# host of notes/2026-12-03-probe-mm-host-3c4e8c1.log).  A deep K read by as few programs as
+# the output has tiles is what split-K is for.
 SPLIT_K_MAX_M = 128  # decode-like: at most this many rows ...
-SPLIT_K_MIN_K = 2048  # ... a deep K ...
+SPLIT_K_MIN_K = 8192  # ... a deep K ...
 MAX_SPLITS = 16
 PERSISTENT_MIN_MNK = 1024**3  # persistent on Hopper from M·N·K of 1024³ up (launch overhead pays off)
 WS_MIN_WAVES = 4  # warp_specialized from this many 128x128 tiles per SM (two consumers a program)
@@ -523,13 +530,16 @@ def default_config(variant: str, dtype: torch.dtype, m: int = 0) -> TileConfig |
 def default_variant(
     m: int, n: int, k: int, device: torch.device, dtype: torch.dtype = torch.bfloat16, epilogue: str | None = None
 ) -> str:
-    """The variant ``matmul(variant=None)`` runs for an ``[m, k] @ [k, n]`` product on ``device``:
-    ``split_k`` for decode-like shapes (few rows, deep K, too few output tiles to fill the GPU);
-    on Hopper (compute capability 9.x) for large products, ``warp_specialized`` for the
-    ``bias_gelu`` epilogue of 16-bit operands with at least ``WS_MIN_WAVES`` waves of its
-    tiles (it runs the persistent kernel where TMA cannot read the operands), ``persistent``
-    for the rest; ``autotuned`` otherwise; ``fixed`` under the interpreter (the autotuner has
-    nothing to time there).
+    """The variant ``matmul(variant=None)`` runs for an ``[m, k] @ [k, n]`` product on ``device``.
+
+    - Decode-like (at most ``SPLIT_K_MAX_M`` rows): ``split_k`` where K is deep and the output
+      has too few tiles to fill the GPU, else ``autotuned``.
+    - On Hopper (compute capability 9.x), products of at least ``PERSISTENT_MIN_MNK``:
+      ``warp_specialized`` for the ``bias_gelu`` epilogue of 16-bit operands with at least
+      ``WS_MIN_WAVES`` waves of its tiles (it runs the persistent kernel where TMA cannot read
+      the operands), ``persistent`` for the rest.
+    - ``autotuned`` otherwise; ``fixed`` under the interpreter (the autotuner has nothing to
+      time there).
 
     Why warp specialization only there: it hides an epilogue behind the other consumer's
     main loop, and GELU is the epilogue that costs (special-function instructions).  On
@@ -539,8 +549,8 @@ def default_variant(
     if INTERPRETER or device.type != "cuda":
         return "fixed"
     sms = sm_count(device)
-    if m <= SPLIT_K_MAX_M and k >= SPLIT_K_MIN_K and cdiv(n, SPLIT_K_BLOCK_N) < sms:
-        return "split_k"
+    if m <= SPLIT_K_MAX_M:  # decode-like: the weight's read is the cost, not the tiles' arithmetic
+        return "split_k" if k >= SPLIT_K_MIN_K and cdiv(n, SPLIT_K_BLOCK_N) < sms else "autotuned"
     index = device.index if device.index is not None else current_device()
     if _capability(index)[0] == 9 and m * n * k >= PERSISTENT_MIN_MNK:
         tiles = cdiv(m, WS_CONFIG.block_m) * cdiv(n, WS_CONFIG.block_n)
@@ -643,9 +653,7 @@ def _tensor_allocator(size: int, alignment: int, stream: int | None) -> torch.Te
 
 def _ensure_allocator() -> None:
     # triton.set_allocator sets a ContextVar: a thread (autograd's device threads among them)
-    # starts without one, so this runs before every persistent launch and sets it where unset.
-    from triton.runtime import _allocation
-
+    # starts without one, so this runs before every TMA kernel's launch and sets it where unset.
     if isinstance(_allocation._allocator.get(), _allocation.NullAllocator):
         triton.set_allocator(_tensor_allocator)
 
@@ -654,10 +662,10 @@ def _precision_name(dtype: torch.dtype, precision: str | None) -> str:
     return precision if dtype == torch.float32 and precision else "tf32"  # 16-bit operands ignore it
 
 
-# A prepared launch per call signature (device, variant, shapes, strides, dtypes, alignment,
-# precision) for the common call (no epilogue operand, no forced config): the layouts, vector
-# widths, tile and grid below cost ~10 µs of Python per call; the hit costs one key and a dict
-# lookup.  M is part of the key (grid), so a sweep over M fills one entry per M.
+# A prepared launch per call signature (device, variant, epilogue, precision, config, shapes,
+# strides, dtypes and alignment of every tensor): the layouts, vector widths, tile and grid
+# below cost ~10-20 µs of Python per call; the hit costs one key and a dict lookup.  M is part
+# of the key (grid), so a sweep over M fills one entry per M.
 _PREPARED: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
 
@@ -668,26 +676,30 @@ def _run(
 ) -> None:  # fmt: skip
     """Launch ``variant`` for ``out = epilogue(a @ b)`` (M, N ≥ 1); ``pre`` receives z for bias_gelu."""
     index = a.device.index if a.is_cuda else -1
-    common = pre is None and bias is None and residual is None and config is None and _recording is None
-    if common:
-        key = (index, variant, epilogue, precision, a.shape, a.stride(), b.shape, b.stride(), a.dtype, b.dtype,
-               a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0, out.data_ptr() % 16 == 0)  # fmt: skip
+    cacheable = _recording is None
+    if cacheable:
+        key = (index, variant, epilogue, precision, config, a.shape, a.stride(), b.shape, b.stride(), a.dtype,
+               b.dtype, a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0, out.data_ptr() % 16 == 0)  # fmt: skip
+        if pre is not None or bias is not None or residual is not None:
+            key += (_signature(pre), _signature(bias), _signature(residual))
         hit = _PREPARED.get(key)
         if hit is not None:
             kernel, launch_key, grid, tail, consts, warps, stages, tma = hit
+            ep = (out, pre if pre is not None else out, bias if bias is not None else out,
+                  residual if residual is not None else out)  # fmt: skip
             if kernel is _SPLIT:
-                _split_launch(a, b, (out, out, out, out), index, hit)  # the common call's epilogue tensors
+                _split_launch(a, b, ep, index, hit)
                 return
             if tma:
                 _ensure_allocator()
-            kernel.launch(launch_key, index, grid, (a, b, out, out, out, out, *tail), consts, warps, stages)
+            kernel.launch(launch_key, index, grid, (a, b, *ep, *tail), consts, warps, stages)
             return
     prepared = _prepare(a, b, out, pre, bias, residual, variant, epilogue, precision, config, index)
     if prepared is None:  # the autotuner's first call of a key: launched already
         return
     if prepared[0] is _SPLIT:  # two launches and a workspace per call
         _split_launch(a, b, prepared[3], index, prepared)
-        if common:  # without the tensors: an entry must not keep this call's output alive
+        if cacheable:  # without the tensors: an entry must not keep this call's output alive
             _remember(key, (*prepared[:3], None, *prepared[4:]))
         return
     kernel, launch_key, grid, args, consts, warps, stages, tma = prepared
@@ -697,8 +709,13 @@ def _run(
         _launch(kernel, args[:6], index, grid, args, consts, warps, stages)
         return
     kernel.launch(launch_key, index, grid, args, consts, warps, stages)
-    if common:
+    if cacheable:
         _remember(key, (kernel, launch_key, grid, args[6:], consts, warps, stages, tma and not INTERPRETER))
+
+
+def _signature(t: torch.Tensor | None) -> tuple[Any, ...] | None:
+    # What a prepared launch depends on in an epilogue tensor: everything but its address.
+    return None if t is None else (t.shape, t.stride(), t.dtype, t.data_ptr() % 16 == 0)
 
 
 def _remember(key: tuple[Any, ...], entry: tuple[Any, ...]) -> None:

@@ -26,7 +26,8 @@ def _names(case: dict) -> list[str]:
 
 def test_variants_each_case_offers() -> None:
     big = _names(_case(4096, 4096, 4096))
-    assert big[:5] == ["triton", "triton-fixed", "triton-autotuned", "triton-persistent", "triton-group1"]
+    assert big[:6] == ["triton", "triton-fixed", "triton-autotuned", "triton-persistent", "triton-warp-specialized",
+                       "triton-group1"]  # fmt: skip
     assert "triton-split-k" not in big and big[-2:] == ["cublas", "compile"]
     assert {"triton-group4", "triton-group8"} <= set(big)
     decode = _names(_case(16, 4096, 14336))

@@ -249,7 +249,9 @@ def test_graphs_of_one_case_share_one_memory_pool(monkeypatch) -> None:
     pools: list[object] = []
     fake = timing.Timer(lambda i: None, 1, 1, timing.GRAPH)
     monkeypatch.setattr(
-        timing, "make_timer", lambda fn, sets, ms, pool=None, capture=True: pools.append(pool) or (fake, None)
+        timing,
+        "make_timer",
+        lambda fn, sets, ms, pool=None, capture=True, calls=None: pools.append(pool) or (fake, None),
     )
     backend = object.__new__(backends.CudaBackend)
     backend._pool, backend.uncapturable = None, set()
@@ -306,7 +308,7 @@ def test_a_variant_whose_capture_failed_is_not_captured_in_later_cases(monkeypat
 
     asked: list[bool] = []
 
-    def make_timer(fn, sets, ms, pool=None, capture=True):
+    def make_timer(fn, sets, ms, pool=None, capture=True, calls=None):
         asked.append(capture)
         kind = timing.EVENTS if not capture or fn(0) == "syncs" else timing.GRAPH
         return timing.Timer(fn, 1, 1, kind), None
@@ -351,3 +353,38 @@ def test_a_variant_that_writes_over_its_inputs_is_timed_on_inputs_of_its_own() -
                                    harness.Options(rounds=3, l2_modes=("warm",)))  # fmt: skip
     assert all(entries[0]["variants"][v]["samples_us"] for v in ("reads", "writes")), "both timed"
     assert len(seen) > 3 and max(seen) < 100, "the reading variant saw what the writing one wrote"
+
+
+def test_variants_within_the_span_share_the_most_calls() -> None:
+    """Calls per sample come from each variant's estimate; variants within SHARED_CALLS_SPAN of
+    the case's most are rebuilt with that many (a planted removal of _share_calls leaves 4
+    and 8); one far slower keeps its own; a rebuild that fails is recorded, not raised."""
+    from bench import harness
+    from bench.harness import VariantRecord
+    from bench.timing import SHARED_CALLS_SPAN
+
+    class FakeTimer:
+        def __init__(self, calls: int) -> None:
+            self.calls, self.timer, self.released = calls, "cuda-graph", False
+
+        def release(self) -> None:
+            self.released = True
+
+    built: list[tuple[str, int | None]] = []
+
+    class FakeBackend:
+        def make_timer(self, fn, sets, ms, name=None, calls=None):  # type: ignore[no-untyped-def]
+            built.append((name, calls))
+            if name == "broken":
+                raise RuntimeError("capture failed")
+            return FakeTimer(calls), FakeTimer(min(calls, 200))
+
+    first = {"ours": FakeTimer(4), "peer": FakeTimer(8), "slow": FakeTimer(1), "broken": FakeTimer(4)}
+    timers = {name: (t, FakeTimer(t.calls)) for name, t in first.items()}
+    recs = {name: VariantRecord(label=name, meta={}) for name in timers}
+    harness._share_calls(timers, dict.fromkeys(timers, lambda i: None), FakeBackend(), 4, 1.0, recs)
+    assert SHARED_CALLS_SPAN < 8 <= 4 * SHARED_CALLS_SPAN  # "slow" (1 call) is out of the span, "ours" (4) inside
+    assert timers["ours"][0].calls == 8 and first["ours"].released
+    assert timers["peer"][0] is first["peer"] and timers["slow"][0] is first["slow"]
+    assert "broken" not in timers and "capture failed" in recs["broken"].error
+    assert built == [("ours", 8), ("broken", 8)]

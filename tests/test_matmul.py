@@ -190,6 +190,35 @@ def test_autotuned_choice_is_launched_directly_after_the_first_call(epilogue, mo
     assert len(mm_module._TUNED_CHOICE) == 2 and spy.launches[-1][2] == (), "a new key is tuned anew"
 
 
+@pytest.mark.parametrize("variant", ["fixed", "persistent", "split_k"])
+def test_prepared_launch_of_an_epilogue_takes_this_calls_tensors(variant, monkeypatch) -> None:
+    """Epilogue calls are prepared too, keyed on each epilogue tensor's shape, strides, dtype and
+    alignment but not its address: a second call with another bias (or residual) of the same
+    layout reuses the entry and must read the new tensor; a residual of another layout, or a
+    training call that stores the pre-activation, gets an entry of its own."""
+    monkeypatch.setattr(mm_module, "_PREPARED", {})
+    m, n, k, dtype = 29, 40, 48, torch.bfloat16
+    a, b = randn((m, k), dtype, "pe1"), randn((k, n), dtype, "pe2")
+    for i in range(2):
+        bias = randn((n,), dtype, f"pe-bias{i}")
+        assert_close(matmul(a, b, variant=variant, epilogue="bias", bias=bias), reference(a, b, "bias", bias=bias),
+                     dtype, f"bias call {i}")  # fmt: skip
+    assert len(mm_module._PREPARED) == 1
+    for i, res in enumerate([randn((m, n), dtype, "pe-r0"), randn((m, n), dtype, "pe-r1"),
+                             randn((n, m), dtype, "pe-r2").T]):  # fmt: skip
+        out = matmul(a, b, variant=variant, epilogue="residual", residual=res)
+        assert_close(out, reference(a, b, "residual", residual=res), dtype, f"residual call {i}")
+    assert len(mm_module._PREPARED) == 3  # the transposed residual: its own entry
+    bias = randn((n,), dtype, "pe-bias2")
+    out, pre = mm_module._forward(a, b, bias, None, variant, "bias_gelu", None, None, True)
+    z = reference(a, b, "bias", bias=bias)
+    assert_close(pre, z, dtype, "pre-activation") and assert_close(out, F.gelu(z, approximate="tanh"), dtype, "gelu")
+    out2, _ = mm_module._forward(a, b, bias, None, variant, "bias_gelu", None, None, False)
+    assert torch.equal(out, out2) and len(mm_module._PREPARED) == 5
+    held = [x for entry in mm_module._PREPARED.values() for x in entry if isinstance(x, (torch.Tensor, tuple))]
+    assert not any(isinstance(y, torch.Tensor) for x in held for y in (x if isinstance(x, tuple) else (x,)))
+
+
 @pytest.mark.parametrize("variant", ["fixed", "persistent", "autotuned", "split_k"])
 def test_prepared_launch_is_per_layout_alignment_and_shape(variant, monkeypatch) -> None:
     """The common call's prepared launch (kernels.matmul._PREPARED) is keyed on everything the
@@ -686,6 +715,9 @@ def test_ws_default_dispatch(monkeypatch) -> None:
     assert default_variant(4096, 4096, 4096, dev, torch.bfloat16, "residual") == "persistent"
     assert default_variant(4096, 4096, 4096, dev, torch.float32, "bias_gelu") == "persistent"
     assert default_variant(2048, 2048, 2048, dev, torch.float16, "bias_gelu") == "persistent"  # 256 tiles: < 4 a SM
+    assert default_variant(1, 4096, 14336, dev) == "split_k"  # a deep K, 32 output tiles
+    assert default_variant(16, 4096, 4096, dev) == "autotuned"  # K = 4096: one launch did better
+    assert default_variant(128, 14336, 4096, dev) == "autotuned"
     monkeypatch.setattr(mm_module, "_capability", lambda index: (8, 0))
     assert default_variant(4096, 4096, 4096, dev, torch.bfloat16, "bias_gelu") == "autotuned"
 
