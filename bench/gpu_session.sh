@@ -14,7 +14,7 @@
 # limit, LAB_CE_ONLY=text runs only the case ids holding it, e.g. "fwd+bwd/bf16": torch.compile compiles every
 # case afresh and each case records every variant's peak memory first, so a full sweep may take several calls),
 # matmul / matmul-quick (GEMM; LAB_MATMUL_S its time limit, LAB_MATMUL_ONLY=text runs only the case ids
-# holding it, e.g. "fwd/bf16" or "mm_bias": torch.compile max-autotune compiles every case afresh, so a full
+# holding it, e.g. "fwd/bf16" or "mm_bias"; LAB_MATMUL_ROUNDS its samples per variant: torch.compile max-autotune compiles every case afresh, so a full
 # sweep may take several calls; LAB_MATMUL_COMPILE_MODE=max-autotune-no-cudagraphs times Inductor's kernels
 # without its own CUDA graphs, bench/studies/matmul.py says why).  Wheels: Liger-Kernel in .whl/; QuACK's
 # parts in .quack0/ .quack1/ .quack2/, each carried by its own call, back to back (copied to /tmp/quack,
@@ -92,7 +92,8 @@ for s in "${list[@]}"; do
     pointwise) for st in ${LAB_POINTWISE:-rope swiglu bias_gelu_dropout}; do bench ${LAB_POINTWISE_S:-170} $st; done ;;
     pointwise-quick) for st in rope swiglu bias_gelu_dropout; do bench 90 $st --quick; done ;;
     matmul-quick) bench ${LAB_MATMUL_S:-420} matmul --quick ;;
-    matmul) bench ${LAB_MATMUL_S:-570} matmul ${LAB_MATMUL_ONLY:+--only "$LAB_MATMUL_ONLY"} ;;
+    matmul) bench ${LAB_MATMUL_S:-570} matmul ${LAB_MATMUL_ONLY:+--only "$LAB_MATMUL_ONLY"} \
+              ${LAB_MATMUL_ROUNDS:+--rounds $LAB_MATMUL_ROUNDS} ;;
     dispatch-quick) bench 90 dispatch --quick ;;
     dispatch) bench 110 dispatch ;;
     probe) timeout ${LAB_PROBE_S:-200} python3 notes/probe_resident.py 2>&1 | tee "$out/probe-resident.log" | tail -80 ;;
