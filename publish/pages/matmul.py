@@ -452,11 +452,11 @@ REASONS = {
     ),
     "gelu-epilogue": (
         "GELU between the tiles",
-        "Our epilogue applies GELU in the warps that run the product, between one tile's main loop and the next, "
-        "with the tensor cores idle: two special-function instructions an output (an SM issues 16 a clock) cost "
-        "at least 36 µs at 8192³, and measured 38-50 µs over the plain product (notes/2026-12-02-probe-matmul-tiles-"
-        "db8affa.log). cuBLASLt's GELU epilogue runs in other warps while the next tile's product proceeds; Triton "
-        "3.6 does not split a kernel's warps that way on Hopper.",
+        "Where a one-partition kernel runs this case, it applies GELU in the warps that run the product, between "
+        "one tile's main loop and the next, with the tensor cores idle: two special-function instructions an "
+        "output (an SM issues 16 a clock) cost at least 36 µs at 8192³, and measured 38-50 µs over the plain "
+        "product (notes/2026-12-02-probe-matmul-tiles-db8affa.log). The warp-specialized variant runs it in one "
+        "consumer warpgroup while the other multiplies; the variants table shows which ran here.",
     ),
     "backward": (
         "backward products",
