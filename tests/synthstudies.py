@@ -213,6 +213,7 @@ def matmul_times(name: str, case: dict[str, Any], flops: int, nbytes: int) -> tu
         "triton-fixed": ours * 1.4,
         "triton-autotuned": ours * 1.1,
         "triton-persistent": ours if not decode else ours * 3,
+        "triton-warp-specialized": ours * (0.99 if op == "mm_bias_gelu" else 1.0) if not decode else ours * 2,
         "triton-split-k": ours,
         "triton-group1": ours * (1.15 if m >= 8192 else 1.0),
         "triton-group4": ours * 1.01,
