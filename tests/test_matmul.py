@@ -680,6 +680,9 @@ def test_ws_falls_back_where_tma_cannot_read(monkeypatch) -> None:
     assert not mm_module.ws_eligible(a.float(), a.float())  # fp32: the persistent kernel
     assert not mm_module.ws_eligible(torch.empty(64, 65, dtype=torch.bfloat16)[:, :64], a)  # row stride 130 bytes
     assert not mm_module.ws_eligible(a, torch.empty(64, 60, dtype=torch.bfloat16))  # N = 120 bytes
+    w = torch.empty(60, 64, dtype=torch.bfloat16)  # w.T is TMA-readable, but the output's rows are 120 bytes
+    assert mm_module.ws_eligible(a, torch.empty(64, 64, dtype=torch.bfloat16).T)
+    assert not mm_module.ws_eligible(a, w.T)
     assert not mm_module.ws_eligible(torch.empty(64, 0, dtype=torch.bfloat16), torch.empty(0, 64, dtype=torch.bfloat16))
     assert not mm_module.ws_eligible(a[:, ::2], torch.empty(32, 64, dtype=torch.bfloat16))  # no unit stride
     assert mm_module.ws_eligible(a.T, a.T)  # transposed operands: descriptors of their memory
@@ -723,7 +726,7 @@ def test_ws_default_dispatch(monkeypatch) -> None:
 
 
 _WS_CODEGEN_PROBE = r"""
-import importlib, json, subprocess, sys, tempfile
+import importlib, json, re, subprocess, sys, tempfile
 import torch
 import triton
 from triton.backends.compiler import GPUTarget
@@ -733,6 +736,7 @@ mm = importlib.import_module("kernels.matmul")
 mm.ws_eligible = lambda a, b: True
 mm.sm_count = lambda device: 132
 INTS = ["M", "N", "K", "s_a", "s_b", "s_bias", "s_rm", "s_rn"]
+INIT = r"mbarrier\.init\.shared::cta\.b64 \[[^]]+\], (\d+);"  # an mbarrier's arrival count
 PTRS = ["a_ptr", "b_ptr", "c_ptr", "pre_ptr", "bias_ptr", "res_ptr"]
 
 def probe(name, a, b, spills=False, **kw):
@@ -751,6 +755,7 @@ def probe(name, a, b, spills=False, **kw):
     report = {"name": name, "wgmma": ptx.count("wgmma.mma_async"), "setmaxnreg": ptx.count("setmaxnreg"),
               "tma_loads": ptx.count("cp.async.bulk.tensor.2d.shared"),
               "tma_stores": ptx.count("cp.async.bulk.tensor.2d.global"), "shared": k.metadata.shared,
+              "barrier_counts": sorted({int(c) for c in re.findall(INIT, ptx)}),
               "model": mm.ws_shared_bytes(args["config"] or mm.WS_CONFIG, a.element_size())}
     if spills:
         with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
@@ -797,3 +802,7 @@ def test_ws_kernel_compiles_for_hopper_with_partitions_wgmma_and_tma() -> None:
         if "ptxas" in r:
             assert "0 bytes spill stores" in r["ptxas"] and "0 bytes spill loads" in r["ptxas"], r["ptxas"]
     assert reports["bias_gelu + pre"]["tma_stores"] > reports["bias"]["tma_stores"]  # z, then gelu(z)
+    # A stage of the ring is released by every consumer that read it: two in the cooperative
+    # schedule (both read each stage), one in ping-pong (each stage belongs to one tile).
+    for name, r in reports.items():
+        assert r["barrier_counts"] == ([1, 2] if name.startswith("coop") else [1]), (name, r["barrier_counts"])
