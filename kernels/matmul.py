@@ -451,7 +451,7 @@ INTERPRETER_CONFIG = TileConfig(32, 32, 32, 2, 1, 4)
 # matmul-20261201T072628Z-ebbf780) the autotuned kernel's device time was within 7% of
 # split-K's at M = 1 and ahead at every other M (up to 1.5x at M = 128), and it is one launch
 # where split-K is two and a workspace (an eager call's host cost: 16.5 µs against 47 on the
-# host of notes/2026-12-03-probe-mm-host-3c4e8c1.log).  A deep K read by as few programs as
+# host of notes/2026-12-03-probe-mm-host-6608a6e.log).  A deep K read by as few programs as
 # the output has tiles is what split-K is for.
 SPLIT_K_MAX_M = 128  # decode-like: at most this many rows ...
 SPLIT_K_MIN_K = 8192  # ... a deep K ...
