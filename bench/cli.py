@@ -55,7 +55,11 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a study and write data/runs/<study>/<run_id>.json")
     run.add_argument("study")
     run.add_argument("--quick", action="store_true", help="a small subset of the cases")
-    run.add_argument("--only", help="only cases whose id contains this text ('fwd/bf16'), or starts with it ('^fwd/')")
+    run.add_argument(
+        "--only",
+        help="only cases whose id contains this text ('fwd/bf16'), or starts with it ('^fwd/'); "
+        "alternatives split on '|' ('/tf32/|/fp32/')",
+    )
     run.add_argument("--rounds", type=int, default=None, help="samples per variant per case (default 30; 12 quick)")
     run.add_argument("--out", type=Path, default=None, help="directory for the run file (default data/runs/<study>)")
     run.add_argument("--commit", help="git commit of the code (default: git rev-parse HEAD)")

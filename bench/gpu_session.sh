@@ -14,7 +14,7 @@
 # limit, LAB_CE_ONLY=text runs only the case ids holding it, e.g. "fwd+bwd/bf16": torch.compile compiles every
 # case afresh and each case records every variant's peak memory first, so a full sweep may take several calls),
 # matmul / matmul-quick (GEMM; LAB_MATMUL_S its time limit, LAB_MATMUL_ONLY=text runs only the case ids
-# holding it, e.g. "fwd/bf16" or "mm_bias"; LAB_MATMUL_ROUNDS its samples per variant: torch.compile max-autotune compiles every case afresh, so a full
+# holding it, e.g. "fwd/bf16" or "mm_bias", alternatives split on "|"; LAB_MATMUL_ROUNDS its samples per variant: torch.compile max-autotune compiles every case afresh, so a full
 # sweep may take several calls; LAB_MATMUL_COMPILE_MODE=max-autotune-no-cudagraphs times Inductor's kernels
 # without its own CUDA graphs, bench/studies/matmul.py says why).  Wheels: Liger-Kernel in .whl/; QuACK's
 # parts in .quack0/ .quack1/ .quack2/, each carried by its own call, back to back (copied to /tmp/quack,

@@ -280,13 +280,22 @@ def _safe_meta(v: Any, case: Params) -> dict[str, Any]:
 
 
 def select_cases(study: Study, opts: Options) -> list[Params]:
+    """The study's cases, or those ``opts.only`` names: alternatives split on ``|``, each a
+    text the case id holds, or (``^`` first) one it starts with."""
     cases = study.cases(opts.quick)
-    if opts.only:
-        if opts.only.startswith("^"):  # a prefix: "^fwd/" is softmax's grid cells, not RMSNorm's
-            cases = [c for c in cases if study.case_id(c).startswith(opts.only[1:])]
-        else:
-            cases = [c for c in cases if opts.only in study.case_id(c)]
-    return cases
+    if not opts.only:
+        return cases
+
+    def wanted(case_id: str) -> bool:
+        for alt in opts.only.split("|"):
+            if alt.startswith("^"):  # a prefix: "^fwd/" is softmax's grid cells, not RMSNorm's
+                if case_id.startswith(alt[1:]):
+                    return True
+            elif alt and alt in case_id:
+                return True
+        return False
+
+    return [c for c in cases if wanted(study.case_id(c))]
 
 
 def _median(xs: list[float]) -> float:

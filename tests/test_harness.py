@@ -388,3 +388,12 @@ def test_variants_within_the_span_share_the_most_calls() -> None:
     assert timers["peer"][0] is first["peer"] and timers["slow"][0] is first["slow"]
     assert "broken" not in timers and "capture failed" in recs["broken"].error
     assert built == [("ours", 8), ("broken", 8)]
+
+
+def test_only_takes_alternatives_split_on_a_bar() -> None:
+    from bench.harness import Options, select_cases
+    from bench.studies.matmul import STUDY
+
+    ids = [STUDY.case_id(c) for c in select_cases(STUDY, Options(only="/tf32/|^fwd+bwd/fp16/|"))]
+    assert ids == ["fwd/tf32/1024x1024x1024", "fwd/tf32/4096x4096x4096", "fwd+bwd/fp16/4096x4096x4096"]
+    assert select_cases(STUDY, Options(only="|")) == []  # empty alternatives match nothing
