@@ -136,6 +136,19 @@ def _dot(a, b, acc, PRECISION: tl.constexpr):
 
 
 @triton.jit
+def _in_registers(x):
+    # An identity the compiler cannot see through: the TF32 dot takes an fp32 operand it
+    # cannot read as K-major from shared memory (wgmma's 32-bit operands must be K-major) from
+    # registers instead (one ld.shared per element, overlapped with the previous wgmma), where
+    # it would otherwise copy the tile through registers into a K-major buffer in shared
+    # memory and wait for every wgmma before the next copy (see _mm_persistent_kernel).
+    if _INTERPRETED:
+        return x
+    else:
+        return tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1)
+
+
+@triton.jit
 def _hint(stride, VEC: tl.constexpr):
     # The host checked stride % VEC == 0 (VEC elements = 16 bytes); (s // VEC) * VEC shows the
     # compiler the multiple (for 16-byte vector loads) without specializing on the value.
@@ -296,7 +309,7 @@ def _mm_persistent_kernel(
     EVEN_K: tl.constexpr,
     EPILOGUE: tl.constexpr, STORE_PRE: tl.constexpr, PRECISION: tl.constexpr, BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
-    USE_TMA: tl.constexpr,
+    USE_TMA: tl.constexpr, REG_OPERAND: tl.constexpr,
 ):  # fmt: skip
     """One program per SM; program p computes tiles p, p + NUM_SMS, ... in grouped order.
 
@@ -306,7 +319,16 @@ def _mm_persistent_kernel(
     lies, and the loaded tile is transposed in the dot.  The interpreter runs the descriptors
     too (numpy); without USE_TMA (a layout TMA cannot read, or a GPU before Hopper) the same
     loop loads through pointers.  Tile and K counters are 32-bit (descriptor coordinates
-    are; 2^31 tiles would be an output of 2^44 elements)."""
+    are; 2^31 tiles would be an output of 2^44 elements).
+
+    REG_OPERAND (TF32 through TMA only; 0 elsewhere): wgmma reads a 32-bit operand from shared
+    memory only K-major, and Triton 3.6 makes an MN-major one K-major by copying each tile
+    through registers into a second buffer and waiting for every wgmma before the next copy
+    (5.7x behind cuBLAS at 4096³, run matmul-20261203T144707Z-e7a7746).  The first operand
+    may come from registers in any layout, so: 1 (row-major a and b, the common case: b is
+    MN-major) computes the transposed product Cᵀ = Bᵀ·Aᵀ with Bᵀ read into registers and Aᵀ
+    K-major from shared memory, and transposes the accumulator once per tile; 2 (a MN-major,
+    b K-major) reads a into registers.  Both operands MN-major stay on the copy (0)."""
     num_m = tl.cdiv(M, BLOCK_M)
     num_n = tl.cdiv(N, BLOCK_N)
     num_tiles = (num_m * num_n).to(tl.int32)
@@ -325,12 +347,19 @@ def _mm_persistent_kernel(
         if USE_TMA:
             om = (pid_m * BLOCK_M).to(tl.int32)
             on = (pid_n * BLOCK_N).to(tl.int32)
-            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            for ki in range(0, k_tiles):
-                ok = ki * BLOCK_K
-                a = a_desc.load([om, ok]) if A_LAYOUT == 1 else a_desc.load([ok, om]).T
-                b = b_desc.load([ok, on]) if B_LAYOUT == 1 else b_desc.load([on, ok]).T
-                acc = _dot(a, b, acc, PRECISION)
+            if REG_OPERAND == 1:
+                acc_t = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+                for ki in range(0, k_tiles):
+                    ok = ki * BLOCK_K
+                    acc_t = _dot(_in_registers(b_desc.load([ok, on]).T), a_desc.load([om, ok]).T, acc_t, PRECISION)
+                acc = acc_t.T
+            else:
+                acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+                for ki in range(0, k_tiles):
+                    ok = ki * BLOCK_K
+                    a = a_desc.load([om, ok]) if A_LAYOUT == 1 else a_desc.load([ok, om]).T
+                    b = b_desc.load([ok, on]) if B_LAYOUT == 1 else b_desc.load([on, ok]).T
+                    acc = _dot(_in_registers(a) if REG_OPERAND == 2 else a, b, acc, PRECISION)
         else:
             acc = _mainloop(a_ptr, b_ptr, pid_m, pid_n, M, N, K, 0, k_tiles, s_am, s_ak, s_bk, s_bn,
                             A_LAYOUT, B_LAYOUT, A_VEC, B_VEC, M_VEC, C_VEC, K_VEC, EVEN_K, PRECISION,
@@ -612,6 +641,17 @@ def _layout(t: torch.Tensor) -> tuple[int, int, int, int]:
     return _GENERAL, s0, s1, 1
 
 
+def reg_operand(a_layout: int, b_layout: int) -> int:
+    """The persistent kernel's REG_OPERAND for TF32 operands read through TMA: 1 where only
+    ``b`` is MN-major (its rows contiguous: the product is computed transposed with ``bᵀ``
+    in registers), 2 where only ``a`` is (``a`` in registers), 0 where neither or both are."""
+    if a_layout == _INNER and b_layout == _INNER:
+        return 1
+    if a_layout == _OUTER and b_layout == _OUTER:
+        return 2
+    return 0
+
+
 def _tma_ok(t: torch.Tensor, layout: int, vec: int) -> bool:
     # TMA: the contiguous dimension has stride 1, the other stride and the base are 16-byte multiples.
     return layout != _GENERAL and vec > 1 and t.data_ptr() % 16 == 0
@@ -799,8 +839,9 @@ def _prepare(
             and (INTERPRETER or _capability(index)[0] >= 9)
         )  # fmt: skip
         sms = sm_count(a.device)
+        reg = reg_operand(a_lay, b_lay) if use_tma and a.dtype == torch.float32 and prec == "tf32" else 0
         consts = (a_lay, b_lay, r_lay, a_vec, b_vec, m_vec, c_vec, r_vec, k_vec, even_k, code, store_pre, prec,
-                  *tile, sms, use_tma)  # fmt: skip
+                  *tile, sms, use_tma, reg)  # fmt: skip
         return (_PERSISTENT, _launch_key(index, tensors), (min(sms, tiles), 1, 1), (*tensors, m, n, k, *strides),
                 consts, cfg.num_warps, cfg.num_stages, use_tma)  # fmt: skip
     # split_k: a workspace per call and two kernels (_split_launch).  In this tuple's slots:

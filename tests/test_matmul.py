@@ -267,7 +267,7 @@ def test_persistent_reads_through_tma_and_falls_back_to_pointers(monkeypatch) ->
     assert_close(matmul(a_t, b.T.T, variant="persistent"), reference(a_t, b), torch.float16, "tma a.T")
     skew = randn((40, 65), torch.float16, "skew")[:, 1:]  # base 2 bytes off the 16-byte grid
     assert_close(matmul(skew, b, variant="persistent"), reference(skew, b), torch.float16, "pointers")
-    use_tma = [consts[-1] for name, _, consts in spy.launches if name == "_mm_persistent_kernel"]
+    use_tma = [consts[-2] for name, _, consts in spy.launches if name == "_mm_persistent_kernel"]
     assert use_tma == [True, True, False]
 
 
@@ -303,6 +303,27 @@ def test_fp32_needs_a_precision_and_ieee_is_fp32_accurate() -> None:
     tf32 = matmul(a, b, precision="tf32").double()
     ref = reference(a, b)
     assert torch.linalg.vector_norm(tf32 - ref) / torch.linalg.vector_norm(ref) <= TF32_TOL["rel"]
+
+
+@pytest.mark.parametrize("layout", ["a b", "a bT", "aT bT", "aT b"])
+@pytest.mark.parametrize("epilogue", [None, "bias_gelu"])
+def test_tf32_persistent_reads_an_mn_major_operand_from_registers(layout, epilogue, monkeypatch) -> None:
+    """TF32 through TMA: row-major a and b run the product transposed (REG_OPERAND 1: Cᵀ =
+    Bᵀ·Aᵀ, the accumulator transposed back before the epilogue), a MN-major with b K-major reads
+    a into registers (2), the other two layouts neither.  Several tiles a program, a K tail
+    (zero-filled by TMA) and a non-square tile, so a transposed index shows."""
+    monkeypatch.setattr(mm_module, "sm_count", lambda device: 2)
+    spy = LaunchSpy(monkeypatch)
+    m, n, k = 72, 52, 68  # 16-byte multiples in fp32 (TMA), 3 x 4 tiles of 32 x 16, K = 2 blocks + 4
+    a = randn((m, k), torch.float32, "ra") if layout.startswith("a ") else randn((k, m), torch.float32, "rat").T
+    b = randn((k, n), torch.float32, "rb") if layout.endswith(" b") else randn((n, k), torch.float32, "rbt").T
+    bias = randn((n,), torch.float32, "rbias") if epilogue else None
+    config = TileConfig(32, 16, 32, 2, 1, 4)  # BLOCK_M != BLOCK_N: a transposed index shows
+    c = matmul(a, b, variant="persistent", precision="tf32", epilogue=epilogue, bias=bias, config=config)
+    ref = reference(a, b, epilogue, bias=bias)
+    assert torch.linalg.vector_norm(c.double() - ref) / torch.linalg.vector_norm(ref) <= TF32_TOL["rel"]
+    regs = [consts[-1] for name, _, consts in spy.launches if name == "_mm_persistent_kernel"]
+    assert regs == [{"a b": 1, "aT bT": 2}.get(layout, 0)]
 
 
 def test_large_magnitudes_stay_finite_and_accurate() -> None:
@@ -580,16 +601,20 @@ def probe(name, fn, ptrs, ints, consts, warps, stages):
     attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(ptrs))}
     k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs),
                        target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages})
-    ptx = k.asm["ptx"]
+    ptx, ttgir = k.asm["ptx"], k.asm["ttgir"]
     ops = Counter(re.findall(r"\b((?:ld|st)\.global[\w.:]*)", ptx))
     print(json.dumps({"name": name, "wgmma": ptx.count("wgmma.mma_async"), "tma": ptx.count("cp.async.bulk.tensor"),
+                      # a register tensor stored into shared memory (an operand copied to K-major)
+                      "register_copies": ttgir.count("ttg.local_alloc %"),
+                      "wgmma_pendings": sorted({int(x) for x in re.findall(r"pendings = (\d+)", ttgir)}),
                       "cp_async_16": ptx.count("cp.async.cg.shared.global"),  # .cg: 16-byte copies only
                       "scalar16_loads": sum(n for o, n in ops.items() if o.startswith("ld.") and o.endswith("b16")),
                       "vector_stores": sum(n for o, n in ops.items() if o.startswith("st.") and ".v4." in o),
                       "shared": k.metadata.shared}), flush=True)
 
-def consts(a_lay, b_lay, cfg, even=True, **kw):
-    return dict(A_LAYOUT=a_lay, B_LAYOUT=b_lay, R_LAYOUT=1, A_VEC=8, B_VEC=8, M_VEC=8, C_VEC=8, R_VEC=8, K_VEC=8,
+def consts(a_lay, b_lay, cfg, even=True, vec=8, **kw):
+    return dict(A_LAYOUT=a_lay, B_LAYOUT=b_lay, R_LAYOUT=1, A_VEC=vec, B_VEC=vec, M_VEC=vec, C_VEC=vec, R_VEC=vec,
+                K_VEC=vec,
                 EVEN_K=even, EPILOGUE=kw.get("epi", 0), STORE_PRE=kw.get("epi", 0) == 2, PRECISION="tf32",
                 BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, GROUP_M=cfg.group_m)
 
@@ -598,7 +623,14 @@ probe("fixed", mm._mm_fixed_kernel, P6, INTS, consts(1, 1, f), 4, 3)
 probe("fixed a.T, K tail, bias_gelu", mm._mm_fixed_kernel, P6, INTS, consts(2, 2, f, even=False, epi=2), 4, 3)
 for a_lay, b_lay in ((1, 1), (1, 2), (2, 1)):
     probe(f"persistent {a_lay}{b_lay}", mm._mm_persistent_kernel, P6, INTS,
-          {**consts(a_lay, b_lay, p), "NUM_SMS": 132, "USE_TMA": True}, 8, 3)
+          {**consts(a_lay, b_lay, p), "NUM_SMS": 132, "USE_TMA": True, "REG_OPERAND": 0}, 8, 3)
+F6 = {n: "*fp32" for n in P6}
+f32 = mm.PERSISTENT_CONFIG_FP32
+for a_lay, b_lay in ((1, 1), (2, 2), (1, 2), (2, 1)):
+    for reg in sorted({0, mm.reg_operand(a_lay, b_lay)}):
+        probe(f"tf32 persistent {a_lay}{b_lay} reg {reg}", mm._mm_persistent_kernel, F6, INTS,
+              {**consts(a_lay, b_lay, f32, vec=4), "NUM_SMS": 132, "USE_TMA": True, "REG_OPERAND": reg},
+              f32.num_warps, f32.num_stages)
 """
 
 
@@ -614,14 +646,24 @@ def test_kernels_compile_for_hopper_with_tma_wgmma_and_vector_loads() -> None:
                           timeout=600, cwd=root)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     reports = {r["name"]: r for r in map(json.loads, done.stdout.splitlines())}
-    assert len(reports) == 5
+    assert len(reports) == 11
     for name, r in reports.items():
         assert r["wgmma"] > 0, r
         assert r["vector_stores"] > 0, r
-        if name.startswith("persistent"):
+        if "persistent" in name:
             assert r["tma"] > 0 and r["shared"] <= 227 * 1024, r
         else:
             assert r["cp_async_16"] > 0 and r["scalar16_loads"] <= 1, r  # the one: bias[n], a strided vector
+    # TF32: an MN-major operand read from shared memory is copied through registers into a
+    # K-major buffer, and every wgmma is waited for (pendings 0 only); read into registers
+    # instead (REG_OPERAND), nothing is copied and wgmma runs ahead of the loads.
+    for lay in ("11", "22"):
+        copied, direct = reports[f"tf32 persistent {lay} reg 0"], reports[f"tf32 persistent {lay} reg {int(lay[0])}"]
+        assert copied["register_copies"] > 0 and copied["wgmma_pendings"] == [0], copied
+        assert direct["register_copies"] == 0 and max(direct["wgmma_pendings"]) > 0, direct
+    for lay in ("12", "21"):  # both K-major (12) or both MN-major (21): REG_OPERAND 0 only
+        assert mm_module.reg_operand(int(lay[0]), int(lay[1])) == 0
+    assert reports["tf32 persistent 12 reg 0"]["register_copies"] == 0
 
 
 # The warp-specialized kernel is Gluon, which the interpreter does not run: under it,

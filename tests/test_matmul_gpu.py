@@ -187,6 +187,24 @@ def test_fp32_tf32_and_ieee(variant) -> None:
     assert rel > 1e-6, "precision='tf32' must use TF32 (its error is far above IEEE's)"
 
 
+@pytest.mark.parametrize("layout", ["a b", "a bT", "aT bT", "aT b"])
+def test_tf32_persistent_layouts_at_real_size(layout) -> None:
+    """TF32 through TMA in every operand layout: row-major operands run the transposed product
+    with bᵀ in registers, a MN-major a with a K-major b reads a into registers (REG_OPERAND,
+    kernels/matmul.py); edges in M, N and K, and TF32's error (above IEEE's, within 2e-3)."""
+    m, n, k = 1000, 1032, 1028  # no dimension a multiple of the tile; every row 16-byte aligned
+    a = randn((m, k), torch.float32, 60) if layout.startswith("a ") else randn((k, m), torch.float32, 61).T
+    b = randn((k, n), torch.float32, 62) if layout.endswith(" b") else randn((n, k), torch.float32, 63).T
+    bias = randn((n,), torch.float32, 64)
+    ref = reference(a, b)
+    for epilogue in (None, "bias"):
+        c = matmul(a, b, variant="persistent", precision="tf32", epilogue=epilogue,
+                   bias=bias if epilogue else None).double()  # fmt: skip
+        want = ref + bias.double() if epilogue else ref
+        rel = float(torch.linalg.vector_norm(c - want) / torch.linalg.vector_norm(want))
+        assert 1e-6 < rel <= 2e-3, f"{layout} {epilogue}: tf32 relative error {rel:.3g}"
+
+
 @pytest.mark.parametrize("variant", ["fixed", "autotuned", "persistent", "warp_specialized", "split_k"])
 def test_no_recompilation_across_m_in_one_bucket(variant) -> None:
     n, k = 4096, (14336 if variant == "split_k" else 4096)
