@@ -464,6 +464,12 @@ FIXED_CONFIG = TileConfig(128, 128, 32, 8, 3, 4)
 # both); 256x128, 128x128 and 128-deep steps were 3-30% slower everywhere.
 PERSISTENT_CONFIG = TileConfig(128, 256, 64, 16, 3, 8)
 PERSISTENT_CONFIG_FP32 = TileConfig(128, 128, 32, 8, 3, 8)  # 4-byte operands: the 16-bit tile's shared memory
+# TF32 with the MN-major operand in registers (REG_OPERAND): notes/probe_tf32.py at f6eec13
+# (notes/2026-12-03-probe-tf32-f6eec13.log) timed seven tiles.  256x128x32 was the fastest at
+# 2048³, 4096³ and 8192³ (0.76-0.77x cuBLAS's speed, where 128x128x32 reached 0.55-0.61x);
+# with too few of its tiles to fill the GPU (1024³: 32) 128x128x64 was (0.68x against 0.44x).
+PERSISTENT_CONFIG_TF32 = TileConfig(256, 128, 32, 8, 3, 8)
+PERSISTENT_CONFIG_TF32_FEW = TileConfig(128, 128, 64, 8, 3, 8)  # under half the SMs' worth of the above
 # The warp-specialized kernel (kernels/_matmul_ws.py): ping-pong 128x128 tiles (4 warps a tile)
 # in groups of 8 tile rows, 5 stages of 32 KB beside the consumers' two 32 KB output tiles.
 # The stages from notes/probe_gluon_ws_gemm.py (2026-12-03, H200): 3 stages starved the ring
@@ -485,7 +491,13 @@ INTERPRETER_CONFIG = TileConfig(32, 32, 32, 2, 1, 4)
 SPLIT_K_MAX_M = 128  # decode-like: at most this many rows ...
 SPLIT_K_MIN_K = 8192  # ... a deep K ...
 MAX_SPLITS = 16
-PERSISTENT_MIN_MNK = 1024**3  # persistent on Hopper from M·N·K of 1024³ up (launch overhead pays off)
+PERSISTENT_MIN_MNK = 1024**3  # TF32: persistent on Hopper from M·N·K of 1024³ up
+# 16-bit operands: persistent from one wave of its 128x256 tiles up.  At 1024³ (32 tiles) the
+# autotuned kernel's smaller tiles ran 2x faster (7.7 µs against 15.2, bf16, run
+# matmul-20261201T072628Z-ebbf780; fp16 7.8 against 15.3, matmul-20261203T145510Z-e7a7746),
+# at 2048³ (128 tiles on 132 SMs) 3% faster, and at 16384x1024x1024 (512 tiles) the
+# persistent kernel was 10% ahead (57.0 against 62.9).
+PERSISTENT_MIN_WAVES = 1
 WS_MIN_WAVES = 4  # warp_specialized from this many 128x128 tiles per SM (two consumers a program)
 _REDUCE_BLOCK = (32, 128)  # the split-K reduction's tile
 _GELU_BLOCK = 1024
@@ -539,34 +551,47 @@ def _capability(index: int) -> tuple[int, int]:
     return torch.cuda.get_device_capability(index)
 
 
-def default_config(variant: str, dtype: torch.dtype, m: int = 0) -> TileConfig | None:
+def default_config(
+    variant: str, dtype: torch.dtype, m: int = 0, n: int = 0, precision: str | None = None, sms: int = 132
+) -> TileConfig | None:
     """The tile a variant runs when no ``config`` is given (``None`` for ``autotuned``, which
-    picks its own).  Under the interpreter every variant runs ``INTERPRETER_CONFIG``."""
+    picks its own) for an ``[m, k] @ [k, n]`` product on a GPU of ``sms`` SMs.  Under the
+    interpreter every variant runs ``INTERPRETER_CONFIG``."""
     if variant == "autotuned":
         return None
     if INTERPRETER:
         return INTERPRETER_CONFIG
     wide = dtype == torch.float32
-    if variant == "persistent":
-        return PERSISTENT_CONFIG_FP32 if wide else PERSISTENT_CONFIG
-    if variant == "warp_specialized":  # fp32 runs the persistent kernel (ws_eligible)
-        return PERSISTENT_CONFIG_FP32 if wide else WS_CONFIG
+    if variant in ("persistent", "warp_specialized"):  # fp32 runs the persistent kernel (ws_eligible)
+        if wide and precision == "tf32":
+            big = PERSISTENT_CONFIG_TF32
+            return big if 2 * cdiv(m, big.block_m) * cdiv(n, big.block_n) >= sms else PERSISTENT_CONFIG_TF32_FEW
+        if wide:
+            return PERSISTENT_CONFIG_FP32
+        return PERSISTENT_CONFIG if variant == "persistent" else WS_CONFIG
     if variant == "split_k":
         return TileConfig(min(64, m_bucket(m)), SPLIT_K_BLOCK_N, 64 if wide else 128, 1, 4, 4)
     return FIXED_CONFIG
 
 
 def default_variant(
-    m: int, n: int, k: int, device: torch.device, dtype: torch.dtype = torch.bfloat16, epilogue: str | None = None
-) -> str:
-    """The variant ``matmul(variant=None)`` runs for an ``[m, k] @ [k, n]`` product on ``device``.
+    m: int, n: int, k: int, device: torch.device, dtype: torch.dtype = torch.bfloat16, epilogue: str | None = None,
+    precision: str | None = None,
+) -> str:  # fmt: skip
+    """The variant ``matmul(variant=None)`` runs for an ``[m, k] @ [k, n]`` product on ``device``
+    (``precision``: float32's, ``"tf32"`` or ``"ieee"``).
 
     - Decode-like (at most ``SPLIT_K_MAX_M`` rows): ``split_k`` where K is deep and the output
       has too few tiles to fill the GPU, else ``autotuned``.
-    - On Hopper (compute capability 9.x), products of at least ``PERSISTENT_MIN_MNK``:
-      ``warp_specialized`` for the ``bias_gelu`` epilogue of 16-bit operands with at least
-      ``WS_MIN_WAVES`` waves of its tiles (it runs the persistent kernel where TMA cannot read
-      the operands), ``persistent`` for the rest.
+    - IEEE float32: ``autotuned`` (FMA, not tensor cores: no TMA pipeline to feed; it ran 1.9x
+      ahead of the persistent kernel at 1024³ and 7% at 4096³, run
+      matmul-20261203T144707Z-e7a7746).
+    - On Hopper (compute capability 9.x): TF32 products of at least ``PERSISTENT_MIN_MNK`` run
+      ``persistent`` (its operand in registers, ``REG_OPERAND``); 16-bit products with at
+      least ``PERSISTENT_MIN_WAVES`` waves of the persistent kernel's tiles run
+      ``warp_specialized`` for the ``bias_gelu`` epilogue with at least ``WS_MIN_WAVES`` waves
+      of its tiles (it runs the persistent kernel where TMA cannot read the operands),
+      ``persistent`` for the rest.
     - ``autotuned`` otherwise; ``fixed`` under the interpreter (the autotuner has nothing to
       time there).
 
@@ -581,12 +606,16 @@ def default_variant(
     if m <= SPLIT_K_MAX_M:  # decode-like: the weight's read is the cost, not the tiles' arithmetic
         return "split_k" if k >= SPLIT_K_MIN_K and cdiv(n, SPLIT_K_BLOCK_N) < sms else "autotuned"
     index = device.index if device.index is not None else current_device()
-    if _capability(index)[0] == 9 and m * n * k >= PERSISTENT_MIN_MNK:
-        tiles = cdiv(m, WS_CONFIG.block_m) * cdiv(n, WS_CONFIG.block_n)
-        if epilogue == "bias_gelu" and dtype in (torch.float16, torch.bfloat16) and tiles >= WS_MIN_WAVES * sms:
-            return "warp_specialized"
-        return "persistent"
-    return "autotuned"
+    if _capability(index)[0] != 9:
+        return "autotuned"
+    if dtype == torch.float32:
+        return "persistent" if precision == "tf32" and m * n * k >= PERSISTENT_MIN_MNK else "autotuned"
+    if cdiv(m, PERSISTENT_CONFIG.block_m) * cdiv(n, PERSISTENT_CONFIG.block_n) < PERSISTENT_MIN_WAVES * sms:
+        return "autotuned"
+    tiles = cdiv(m, WS_CONFIG.block_m) * cdiv(n, WS_CONFIG.block_n)
+    if epilogue == "bias_gelu" and tiles >= WS_MIN_WAVES * sms:
+        return "warp_specialized"
+    return "persistent"
 
 
 def ws_shared_bytes(config: TileConfig, element_size: int = 2) -> int:
@@ -823,7 +852,8 @@ def _prepare(
             args = (*tensors, m, n, k, s_ak if a_t else s_am, s_bn if b_t else s_bk, s_bias, s_rm, s_rn)
             return _WS, _launch_key(index, tensors), (min(sm_count(a.device), tiles), 1, 1), args, consts, 4, 1, True
         variant = "persistent"  # what TMA cannot read, fp32, or a GPU before Hopper (a config applies as given)
-    cfg = config or default_config(variant, a.dtype, m)
+    cfg = config or default_config(variant, a.dtype, m, n, prec if a.dtype == torch.float32 else None,
+                                   sm_count(a.device))  # fmt: skip
     assert cfg is not None
     strides = (s_am, s_ak, s_bk, s_bn, out.stride(0), s_bias, s_rm, s_rn)
     even_k = k % cfg.block_k == 0
@@ -888,7 +918,7 @@ def _forward(
     pre = torch.empty_like(out) if save_pre and epilogue == "bias_gelu" else None
     if m == 0 or n == 0:
         return out, pre
-    variant = variant or default_variant(m, n, k, a.device, a.dtype, epilogue)
+    variant = variant or default_variant(m, n, k, a.device, a.dtype, epilogue, precision)
     if a.is_cuda and a.device.index != current_device():  # Triton launches on the current GPU
         with torch.cuda.device(a.device):
             _run(a, b, out, pre, bias, residual, variant, epilogue, precision, config)

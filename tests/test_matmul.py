@@ -758,8 +758,16 @@ def test_ws_default_dispatch(monkeypatch) -> None:
     assert default_variant(4096, 4096, 4096, dev, torch.bfloat16, "bias_gelu") == "warp_specialized"
     assert default_variant(4096, 4096, 4096, dev, torch.bfloat16) == "persistent"  # a plain product
     assert default_variant(4096, 4096, 4096, dev, torch.bfloat16, "residual") == "persistent"
-    assert default_variant(4096, 4096, 4096, dev, torch.float32, "bias_gelu") == "persistent"
-    assert default_variant(2048, 2048, 2048, dev, torch.float16, "bias_gelu") == "persistent"  # 256 tiles: < 4 a SM
+    assert default_variant(4096, 4096, 4096, dev, torch.float32, "bias_gelu", "tf32") == "persistent"
+    assert default_variant(4096, 4096, 4096, dev, torch.float32, None, "ieee") == "autotuned"  # FMA
+    assert default_variant(1024, 1024, 1024, dev, torch.float32, None, "tf32") == "persistent"
+    assert default_variant(1024, 1024, 1024, dev, torch.float32, None, "ieee") == "autotuned"
+    assert default_variant(2048, 4096, 1024, dev, torch.float16, "bias_gelu") == "persistent"  # 512 tiles: < 4 a SM
+    # under one wave of the persistent kernel's 128x256 tiles: the autotuner's smaller tiles
+    assert default_variant(2048, 2048, 2048, dev, torch.float16, "bias_gelu") == "autotuned"  # 128 tiles
+    assert default_variant(1024, 1024, 1024, dev, torch.bfloat16) == "autotuned"
+    assert default_variant(16384, 1024, 1024, dev, torch.bfloat16) == "persistent"  # 512 tiles
+    assert default_variant(2176, 2048, 512, dev, torch.bfloat16) == "persistent"  # 17 x 8 = 136 tiles
     assert default_variant(1, 4096, 14336, dev) == "split_k"  # a deep K, 32 output tiles
     assert default_variant(16, 4096, 4096, dev) == "autotuned"  # K = 4096: one launch did better
     assert default_variant(128, 14336, 4096, dev) == "autotuned"

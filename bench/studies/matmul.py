@@ -297,7 +297,8 @@ def _dispatch(case: Params) -> str | None:
     try:
         m, n, k = dims(case)
         device = torch.device("cuda", torch.cuda.current_device())
-        return str(_km().default_variant(m, n, k, device, DTYPES[case["dtype"]], EPILOGUES.get(case["op"])))
+        return str(_km().default_variant(m, n, k, device, DTYPES[case["dtype"]], EPILOGUES.get(case["op"]),
+                                         PRECISION.get(case["dtype"])))  # fmt: skip
     except Exception as exc:  # recorded, not raised: meta never stops a case
         return f"unknown ({type(exc).__name__})"
 
