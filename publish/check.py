@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 NUM_ELEMENT = re.compile(r'<(a|span) class="num[^"]*"[^>]*>.*?</\1>', re.S)
+CODE = re.compile(r"<code>.*?</code>|`[^`\n]+`", re.S)  # commands and identifiers, shown as written
 TAG = re.compile(r"<[^>]+>")
 LINK_TARGET = re.compile(r"\]\([^)]*\)")
 MEASURED = re.compile(r"(?<![\w.])[-+]?\d[\d,]*(?:\.\d+)?\s?(?:µs|us\b|ms\b|GB/s|TB/s|TFLOP/s|MHz|%|×(?!\d)|x\b(?!\d))")
@@ -22,7 +23,7 @@ DEFINITIONS = frozenset({"95%", "1.00×", "5%", "10%"})
 
 def stray_numbers(markdown: str) -> list[str]:
     """The unit-bearing numbers in ``markdown`` that no data helper produced, in context."""
-    text = NUM_ELEMENT.sub(" ", markdown)
+    text = CODE.sub(" ", NUM_ELEMENT.sub(" ", markdown))
     text = LINK_TARGET.sub("]", TAG.sub(" ", text))
     found = []
     for m in MEASURED.finditer(text):

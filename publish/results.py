@@ -23,7 +23,7 @@ from contract.labels import legacy_label
 from publish.frame import Stats
 from publish.numbers import Num, Source
 from publish.runs import Run
-from publish.stats import Ratio, Summary, quantile, ratio
+from publish.stats import PAIRED_MIN, Ratio, Summary, paired_ratio, quantile, ratio
 
 # The two measurements a variant may carry: device time (CUDA-graph replay, or CUDA events
 # where a graph could not be captured) and, in schema 2, the eager call a user makes.
@@ -61,6 +61,11 @@ class Measurement:
     def summary(self) -> Summary | None:
         """The median, quartiles and 95% interval of the median, from the frame."""
         return self._frame.summary(self.run.run_id, self.case_id, self.variant, self.samples_key)
+
+    @property
+    def samples(self) -> list[float]:
+        """These samples in the order they were taken (round by round), as the run file has them."""
+        return [float(x) for x in self.raw.get(self.samples_key) or []]
 
     def eager(self) -> Measurement:
         """The same variant's eager-call samples (none in schema-1 runs)."""
@@ -305,9 +310,15 @@ class CaseResult:
         return found
 
     def ratio(self, num: str, den: str) -> Ratio | None:
+        """``num``'s median over ``den``'s with its 95% interval: the per-round ratios' where
+        both were sampled in this run's interleaved rounds (:func:`publish.stats.paired_ratio`),
+        else the two medians' intervals' (:func:`publish.stats.ratio`)."""
         a, b = self.get(num), self.get(den)
         if a is None or b is None:
             return None
+        xs, ys = a.samples, b.samples
+        if len(xs) == len(ys) == self.run.doc["method"].get("rounds") and len(xs) >= PAIRED_MIN:
+            return paired_ratio(a.summary, b.summary, xs, ys)  # type: ignore[arg-type]
         return ratio(a.summary, b.summary)  # type: ignore[arg-type]
 
     @property

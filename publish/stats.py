@@ -2,8 +2,13 @@
 
 The median is the headline; its 95% confidence interval comes from order statistics
 (distribution-free, deterministic: no bootstrap draws that change between builds).  A ratio
-of two medians gets the conservative interval made of the two intervals' ends, and counts as
-*resolved* only when that interval excludes 1.
+of two medians is the headline of a comparison.  Its interval: where the two variants were
+sampled in the same interleaved rounds (the harness takes one sample of every variant per
+round, in shuffled order), the order-statistic interval of the median of the per-round
+ratios (:func:`paired_ratio`): a clock or thermal drift that moves a whole round moves both
+samples of the pair and cancels.  Otherwise the conservative interval made of the two
+medians' intervals' ends (:func:`ratio`).  Either way it counts as *resolved* only when the
+interval excludes 1 and the ratio of medians lies on the same side.
 """
 
 from __future__ import annotations
@@ -78,10 +83,29 @@ class Ratio:
     lo: float
     hi: float
 
+    paired: bool = False  # the interval is that of the per-round ratios (paired_ratio)
+
     @property
     def resolved(self) -> bool:
-        return self.lo > 1.0 or self.hi < 1.0
+        return (self.lo > 1.0 and self.value > 1.0) or (self.hi < 1.0 and self.value < 1.0)
 
 
 def ratio(num: Summary, den: Summary) -> Ratio:
+    """The ratio of two medians with the interval made of the two medians' intervals' ends
+    (conservative: it assumes nothing about how the samples were taken)."""
     return Ratio(num.median / den.median, num.lo / den.hi, num.hi / den.lo)
+
+
+PAIRED_MIN = 6  # the fewest rounds whose per-round ratios have a 95% interval of their median
+
+
+def paired_ratio(num: Summary, den: Summary, num_samples: list[float], den_samples: list[float]) -> Ratio:
+    """The ratio of two medians with the 95% interval of the median of the per-round ratios
+    ``num_samples[i] / den_samples[i]``: for samples taken in the same rounds, sample ``i`` of
+    each in round ``i``.  Raises ValueError where the rounds do not pair (different counts, or
+    fewer than ``PAIRED_MIN``)."""
+    if len(num_samples) != len(den_samples) or len(num_samples) < PAIRED_MIN:
+        raise ValueError(f"paired ratio of {len(num_samples)} and {len(den_samples)} samples")
+    per_round = sorted(a / b for a, b in zip(num_samples, den_samples, strict=True))
+    lo, hi = median_ci(per_round)
+    return Ratio(num.median / den.median, lo, hi, paired=True)

@@ -29,3 +29,21 @@ def test_shapes_dtypes_links_and_definitions_are_not_measurements() -> None:
         '<a href="x" title="median 68.5 µs">link</a>'
     )
     assert stray_numbers(text) == []
+
+
+def test_commands_in_code_are_shown_as_written_and_prose_is_still_checked() -> None:
+    command = "python -m bench run matmul --only 'fwd/fp16/4096x&#124;fwd/bf16/16x'"
+    assert stray_numbers(f"- **Command** <code>{command}</code>") == []
+    assert stray_numbers("run it with `--only fwd/fp16/4096x|x`") == []
+    assert len(stray_numbers(f"<code>{command}</code> then it took 3.2 µs")) == 1
+
+
+def test_every_pages_loss_reasons_are_prose_without_measured_numbers() -> None:
+    """A reason is shown under a losses table only when a run loses that way: a measured number
+    written into one would fail the build at the first such loss, long after it was written."""
+    from publish.pages import study_pages
+
+    specs = study_pages()
+    reasons = [(s.study, key, text) for s in specs for key, (_, text) in s.reasons.items()]
+    assert len(reasons) >= 10
+    assert [(study, key) for study, key, text in reasons if stray_numbers(text)] == []

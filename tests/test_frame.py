@@ -227,7 +227,13 @@ def test_the_tables_and_downloads_take_their_numbers_from_the_frame(tmp_path) ->
     assert row["gbps"].value == 98765.0 and row["pct"].value == 43.21
     for peer in peers:
         theirs = case.get(peer).summary.median  # type: ignore[union-attr]
-        assert row[peer].value == theirs / (1000 * ours.median) and row[peer].css == "loss", peer
+        # The value follows the frame; the verdict's interval is that of the per-round ratios of
+        # the run's own samples (publish.stats.paired_ratio): a loss where those samples show
+        # one too, else unresolved (a ratio of medians on the other side of its interval).
+        samples = case.ratio(peer, spec.ours)
+        assert samples is not None and samples.paired
+        want = "loss" if samples.hi < 1 else "tie"
+        assert row[peer].value == theirs / (1000 * ours.median) and row[peer].css == want, peer
     doc = json.loads(rendered.exports[f"tables/{table_id}.json"], parse_constant=strict_json_only)
     cells = next(r["cells"] for r in doc["rows"] if r["cells"]["ours"]["sources"][0]["case"] == case.case_id)
     assert cells["ours"]["value"] == 1000 * ours.median

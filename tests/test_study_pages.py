@@ -298,7 +298,8 @@ def test_matmul_losses_are_explained_and_missing_cases_have_no_data(tmp_path) ->
     cublas, compiled = "torch.mm (cuBLAS)", COMPILE_LABELS["mm"]
     assert why[("fwd/bf16/8192×8192×8192/cold", cublas)] == "not yet explained"
     assert why[("fwd/bf16/8192×8192×8192/cold", compiled)] == "near the same bound"  # within 3%
-    assert why[("fwd+bwd/bf16/4096×4096×4096/cold", cublas)] == "backward products"
+    # the synthetic step trails by 2.5%, and its per-round interval lies within 3%
+    assert why[("fwd+bwd/bf16/4096×4096×4096/cold", cublas)] == "near the same bound"
     assert why[("fwd/bf16/127×255×65/cold", cublas)] == "launch-bound"
 
 
@@ -339,5 +340,15 @@ def test_matmul_gelu_epilogue_loss_names_its_cause() -> None:
         return SimpleNamespace(params=params, variants={OURS: ours}, flops=2 * 8192**3)
 
     assert explain(case("mm_bias_gelu"), "cublaslt-bias-gelu") == "gelu-epilogue"
-    assert "36 µs" in REASONS["gelu-epilogue"][1]
+    assert "special-function" in REASONS["gelu-epilogue"][1]
     assert explain(case("mm"), "cublas") is None
+    tf32, fp32 = case("mm"), case("mm")
+    tf32.params["dtype"], fp32.params["dtype"] = "tf32", "fp32"
+    assert explain(tf32, "cublas") == "tf32-operand" and explain(fp32, "cublas") == "fp32-fma"
+    step = case("mm")
+    step.params["direction"] = "fwd+bwd"
+    assert explain(step, "cublas") == "backward"
+    # a reason is prose on the page: a measured number in it would fail the build at the first loss
+    from publish.check import stray_numbers
+
+    assert all(stray_numbers(f"{title}: {text}") == [] for title, text in REASONS.values())
