@@ -750,6 +750,20 @@ def test_ws_config_beyond_the_kernel_is_refused(config, words) -> None:
     matmul(a.float(), b.float(), variant="warp_specialized", config=config, precision="ieee")  # fp32: persistent's
 
 
+def test_tf32_default_tiles_follow_the_probe(monkeypatch) -> None:
+    """TF32 runs 256x128x32 where there are at least half as many of its tiles as SMs, and
+    128x128x64 below that; IEEE fp32 keeps the FMA tile; 16-bit operands their own."""
+    monkeypatch.setattr(mm_module, "INTERPRETER", False)
+    tf32 = lambda m, n: mm_module.default_config("persistent", torch.float32, m, n, "tf32", 132)
+    assert tf32(4096, 4096) == mm_module.PERSISTENT_CONFIG_TF32 == TileConfig(256, 128, 32, 8, 3, 8)
+    assert tf32(2048, 2048) == mm_module.PERSISTENT_CONFIG_TF32  # 8 x 16 = 128 tiles: at least 66
+    assert tf32(1024, 1024) == mm_module.PERSISTENT_CONFIG_TF32_FEW  # 32 tiles
+    assert mm_module.default_config("persistent", torch.float32, 4096, 4096, "ieee") == mm_module.PERSISTENT_CONFIG_FP32
+    assert mm_module.default_config("persistent", torch.bfloat16, 4096, 4096) == mm_module.PERSISTENT_CONFIG
+    assert mm_module.default_config("warp_specialized", torch.bfloat16, 4096, 4096) == mm_module.WS_CONFIG
+    assert mm_module.default_config("warp_specialized", torch.float32, 4096, 4096, "tf32") == tf32(4096, 4096)
+
+
 def test_ws_default_dispatch(monkeypatch) -> None:
     monkeypatch.setattr(mm_module, "INTERPRETER", False)
     monkeypatch.setattr(mm_module, "sm_count", lambda device: 132)

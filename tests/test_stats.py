@@ -107,3 +107,14 @@ def test_a_case_pairs_the_rounds_of_its_own_run() -> None:
     paired, reordered = results(False), results(True)
     assert paired.paired and paired.resolved and paired.lo == pytest.approx(1.03)  # type: ignore[attr-defined]
     assert reordered.value == paired.value and not reordered.resolved  # type: ignore[attr-defined]
+
+
+def test_paired_interval_is_the_order_statistic_interval_of_the_per_round_ratios() -> None:
+    from publish.stats import paired_ratio
+
+    rng = random.Random(7)
+    ours = [rng.uniform(90, 110) for _ in range(30)]
+    theirs = [x * rng.uniform(1.0, 1.1) for x in ours]
+    r = paired_ratio(summarize(theirs), summarize(ours), theirs, ours)
+    assert (r.lo, r.hi) == median_ci(sorted(t / o for t, o in zip(theirs, ours, strict=True)))
+    assert 1.0 < r.lo < r.hi < 1.1 and r.resolved
