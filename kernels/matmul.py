@@ -34,7 +34,9 @@ The variants:
   pointers, not a TMA store, to keep the epilogue's loads and edge masks in one form: a TMA
   store of two half tiles was built and timed at db8affa and bought nothing (4096³ and 8192³,
   bf16 and fp16, within 1% of the pointer stores either way;
-  notes/2026-12-02-probe-matmul-tiles-db8affa.log), so it went again.
+  notes/2026-12-02-probe-matmul-tiles-db8affa.log), so it went again.  TF32 reads an operand
+  that wgmma cannot take from shared memory (a 32-bit MN-major one) into registers instead
+  (``REG_OPERAND``, in the kernel's docstring), in tiles of its own (``PERSISTENT_CONFIG_TF32``).
 * ``warp_specialized``: the persistent loop split between partitions of one program, in
   Gluon (:mod:`kernels._matmul_ws`, which says how): a producer warp issues the TMA loads into
   a ring of stages, and two consumer warpgroups multiply, each running its epilogue while the
