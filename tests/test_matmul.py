@@ -321,7 +321,9 @@ def test_tf32_persistent_reads_an_mn_major_operand_from_registers(layout, epilog
     config = TileConfig(32, 16, 32, 2, 1, 4)  # BLOCK_M != BLOCK_N: a transposed index shows
     c = matmul(a, b, variant="persistent", precision="tf32", epilogue=epilogue, bias=bias, config=config)
     ref = reference(a, b, epilogue, bias=bias)
-    assert torch.linalg.vector_norm(c.double() - ref) / torch.linalg.vector_norm(ref) <= TF32_TOL["rel"]
+    # The interpreter's dot does not round to TF32 (numpy, fp32 products): the error left is
+    # fp32 accumulation's, far inside TF32's, so a slip in the transposed path shows.
+    assert torch.linalg.vector_norm(c.double() - ref) / torch.linalg.vector_norm(ref) <= 1e-5
     regs = [consts[-1] for name, _, consts in spy.launches if name == "_mm_persistent_kernel"]
     assert regs == [{"a b": 1, "aT bT": 2}.get(layout, 0)]
 
@@ -776,6 +778,7 @@ def test_ws_default_dispatch(monkeypatch) -> None:
     assert default_variant(4096, 4096, 4096, dev, torch.float32, None, "ieee") == "autotuned"  # FMA
     assert default_variant(1024, 1024, 1024, dev, torch.float32, None, "tf32") == "persistent"
     assert default_variant(1024, 1024, 1024, dev, torch.float32, None, "ieee") == "autotuned"
+    assert default_variant(4096, 4096, 4096, dev, torch.float32) == "autotuned"  # no precision: never TF32
     assert default_variant(2048, 4096, 1024, dev, torch.float16, "bias_gelu") == "persistent"  # 512 tiles: < 4 a SM
     # under one wave of the persistent kernel's 128x256 tiles: the autotuner's smaller tiles
     assert default_variant(2048, 2048, 2048, dev, torch.float16, "bias_gelu") == "autotuned"  # 128 tiles
