@@ -104,6 +104,7 @@ import triton
 import triton.language as tl
 from triton.runtime import _allocation
 
+from kernels import _checks
 from kernels._activations import gelu_tanh, gelu_tanh_grad
 from kernels._checks import check_device, check_same_device, check_tensor, eager_path
 from kernels._launch import INTERPRETER, FastKernel, current_device
@@ -733,8 +734,9 @@ def _precision_name(dtype: torch.dtype, precision: str | None) -> str:
     return precision if dtype == torch.float32 and precision else "tf32"  # 16-bit operands ignore it
 
 
-# A prepared launch per call signature (device, variant, epilogue, precision, config, shapes,
-# strides, dtypes and alignment of every tensor): the layouts, vector widths, tile and grid
+# A prepared launch per call signature (device, variant as asked — None for the default, whose
+# choice is made on the miss —, epilogue, precision, config, shapes, strides, dtypes and
+# alignment of every tensor): the choice of variant, layouts, vector widths, tile and grid
 # below cost ~10-20 µs of Python per call; the hit costs one key and a dict lookup.  M is part
 # of the key (grid), so a sweep over M fills one entry per M.
 _PREPARED: dict[tuple[Any, ...], tuple[Any, ...]] = {}
@@ -742,11 +744,11 @@ _PREPARED: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
 def _run(
     a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, pre: torch.Tensor | None, bias: torch.Tensor | None,
-    residual: torch.Tensor | None, variant: str, epilogue: str | None, precision: str | None,
-    config: TileConfig | None,
+    residual: torch.Tensor | None, variant: str | None, epilogue: str | None, precision: str | None,
+    config: TileConfig | None, index: int,
 ) -> None:  # fmt: skip
-    """Launch ``variant`` for ``out = epilogue(a @ b)`` (M, N ≥ 1); ``pre`` receives z for bias_gelu."""
-    index = a.device.index if a.is_cuda else -1
+    """Launch ``variant`` (``None``: :func:`default_variant`'s, chosen once per key) for ``out =
+    epilogue(a @ b)`` (M, N ≥ 1) on GPU ``index`` (-1: the CPU); ``pre`` receives z for bias_gelu."""
     cacheable = _recording is None
     if cacheable:
         key = (index, variant, epilogue, precision, config, a.shape, a.stride(), b.shape, b.stride(), a.dtype,
@@ -797,12 +799,14 @@ def _remember(key: tuple[Any, ...], entry: tuple[Any, ...]) -> None:
 
 def _prepare(
     a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, pre: torch.Tensor | None, bias: torch.Tensor | None,
-    residual: torch.Tensor | None, variant: str, epilogue: str | None, precision: str | None,
+    residual: torch.Tensor | None, variant: str | None, epilogue: str | None, precision: str | None,
     config: TileConfig | None, index: int,
 ) -> tuple[Any, ...] | None:  # fmt: skip
     """(kernel, launch key, grid, args, consts, warps, stages, uses TMA) for one launch; None
     where the launch happened here (split-K's two kernels; the autotuner's choosing call)."""
     (m, k), n = a.shape, b.shape[1]
+    if variant is None:  # in the prepared launch's key as None: a hit skips this choice
+        variant = default_variant(m, n, k, a.device, a.dtype, epilogue, precision)
     a_lay, s_am, s_ak, a_vec = _layout(a)
     b_lay, s_bk, s_bn, b_vec = _layout(b)
     vec = 16 // out.element_size()
@@ -915,17 +919,17 @@ def _forward(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:  # fmt: skip
     """(out, pre): out = epilogue(a @ b), a new contiguous ``[M, N]`` tensor of a's dtype; pre is
     the pre-activation a @ b + bias when ``save_pre`` and the epilogue is bias_gelu, else None."""
-    (m, k), n = a.shape, b.shape[1]
+    m, n = a.shape[0], b.shape[1]
     out = torch.empty((m, n), device=a.device, dtype=a.dtype)
     pre = torch.empty_like(out) if save_pre and epilogue == "bias_gelu" else None
     if m == 0 or n == 0:
         return out, pre
-    variant = variant or default_variant(m, n, k, a.device, a.dtype, epilogue, precision)
-    if a.is_cuda and a.device.index != current_device():  # Triton launches on the current GPU
-        with torch.cuda.device(a.device):
-            _run(a, b, out, pre, bias, residual, variant, epilogue, precision, config)
+    index = a.get_device()  # -1 on the CPU
+    if index >= 0 and index != current_device():  # Triton launches on the current GPU
+        with torch.cuda.device(index):
+            _run(a, b, out, pre, bias, residual, variant, epilogue, precision, config, index)
     else:
-        _run(a, b, out, pre, bias, residual, variant, epilogue, precision, config)
+        _run(a, b, out, pre, bias, residual, variant, epilogue, precision, config, index)
     return out, pre
 
 
@@ -1066,8 +1070,36 @@ _matmul_op.register_autograd(_op_backward, setup_context=_setup_context)
 # =============================================================================== functional
 
 
+# The common call's arguments that need no further check: a plain product's variant (or None)
+# and precision for 16-bit operands; float32 needs a precision (the full check says so).
+_PLAIN_VARIANTS = frozenset((None, *VARIANTS))
+_HALF_DTYPES = frozenset((torch.float16, torch.bfloat16))
+
+
+def _common_call(a: Any, b: Any, variant: Any, precision: Any) -> bool:
+    """True when :func:`_check` would pass a call with no epilogue, bias, residual or config:
+    two 2-D tensors of one accepted dtype on one GPU (on the CPU under the interpreter) whose
+    inner dimensions agree.  A cheaper test than the full one (no device objects); anything
+    it does not accept goes through the full check, which names what is wrong."""
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.dtype != b.dtype:
+        return False
+    if a.dtype in _HALF_DTYPES:
+        if precision is not None and precision not in PRECISIONS:
+            return False
+    elif a.dtype != torch.float32 or precision not in PRECISIONS:
+        return False
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0] or variant not in _PLAIN_VARIANTS:
+        return False
+    if a.is_cuda:
+        return b.is_cuda and a.get_device() == b.get_device()
+    return a.is_cpu and b.is_cpu and _checks.INTERPRETER  # the flag check_device reads
+
+
 def _check(a: Any, b: Any, bias: Any, residual: Any, variant: Any, epilogue: Any, precision: Any, config: Any) -> None:
     """Validate :func:`matmul`'s arguments (each error names the argument)."""
+    plain = epilogue is None and bias is None and residual is None and config is None
+    if plain and _common_call(a, b, variant, precision):
+        return
     for name, t in (("a", a), ("b", b)):
         check_tensor("matmul", name, t)
         if t.dim() != 2:
@@ -1194,12 +1226,15 @@ def matmul(
             the warp-specialized kernel's registers or shared memory.
     """
     _check(a, b, bias, residual, variant, epilogue, precision, config)
-    tensors = [t for t in (a, b, bias, residual) if t is not None]
+    grad = torch.is_grad_enabled() and (
+        a.requires_grad or b.requires_grad or (bias is not None and bias.requires_grad)
+        or (residual is not None and residual.requires_grad)
+    )  # fmt: skip
     if eager_path(a, b, bias, residual):
-        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        if grad:
             return _MatmulFunction.apply(a, b, bias, residual, variant, epilogue, precision, config)
         return _forward(a, b, bias, residual, variant, epilogue, precision, config, False)[0]
-    save_pre = epilogue == "bias_gelu" and torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+    save_pre = epilogue == "bias_gelu" and grad
     cfg = None if config is None else list(config.astuple())
     return _matmul_op(a, b, bias, residual, variant, epilogue, precision, cfg, save_pre)[0]
 

@@ -578,6 +578,59 @@ def test_cpu_tensor_refused_outside_the_interpreter(monkeypatch) -> None:
         matmul(torch.ones(2, 3), torch.ones(3, 2), precision="ieee")
 
 
+def _argument_cases():
+    """Operands and options around the common call: every accepted dtype and some refused ones,
+    1-, 2- and 3-D, agreeing and disagreeing inner dimensions, CPU and meta, non-tensors."""
+    operands = [[1.0, 2.0], None]
+    for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int32):
+        for shape in ((3, 4), (4, 5), (4,), (2, 3, 4)):
+            for device in ("cpu", "meta"):
+                operands.append(torch.ones(shape, dtype=dtype, device=device))
+    for a in operands:
+        for b in operands:
+            for variant in (None, "fixed", "autotuned", "bogus"):
+                for precision in (None, "tf32", "ieee", "fp64"):
+                    yield a, b, variant, precision
+
+
+@pytest.mark.parametrize("interpreter", [True, False])
+def test_common_call_shortcut_accepts_only_what_the_full_check_accepts(monkeypatch, interpreter) -> None:
+    # _check's shortcut for the common call skips the full checks: every call it accepts must
+    # pass them, and it must accept the plain calls the eager path is for.
+    from kernels import _checks
+
+    monkeypatch.setattr(_checks, "INTERPRETER", interpreter)
+    accepted = 0
+    for a, b, variant, precision in _argument_cases():
+        if not mm_module._common_call(a, b, variant, precision):
+            continue
+        accepted += 1
+        with monkeypatch.context() as patch:
+            patch.setattr(mm_module, "_common_call", lambda *args: False)
+            mm_module._check(a, b, None, None, variant, None, precision, None)  # must not raise
+    a, b = torch.ones(3, 4, dtype=torch.bfloat16), torch.ones(4, 5, dtype=torch.bfloat16)
+    assert mm_module._common_call(a, b, None, None) is interpreter
+    assert accepted == (24 if interpreter else 0)  # 3 variants x (2 half dtypes x 3 precisions + fp32 x 2)
+
+
+def test_default_variant_is_chosen_once_per_call_signature(monkeypatch) -> None:
+    # The choice sits in the prepared launch's key as None: later calls of one signature skip
+    # it (host time), a new signature or an explicit variant chooses anew.
+    chosen = []
+    real = mm_module.default_variant
+    monkeypatch.setattr(mm_module, "default_variant", lambda *args: chosen.append(args[:3]) or real(*args))
+    a, b = randn((13, 24), torch.bfloat16, "once"), randn((24, 9), torch.bfloat16, "once2")
+    for _ in range(3):
+        assert_close(matmul(a, b), reference(a, b), torch.bfloat16, "default")
+    assert chosen == [(13, 9, 24)]
+    matmul(a[:7], b)
+    assert chosen == [(13, 9, 24), (7, 9, 24)]
+    monkeypatch.setattr(mm_module, "default_variant", lambda *args: "split_k")
+    out = matmul(a[:5], b)  # a new signature runs what the (patched) choice says, split-K here
+    assert_close(out, reference(a[:5], b), torch.bfloat16, "patched choice")
+    assert any(key[1] is None and key[5] == (5, 24) for key in mm_module._PREPARED)
+
+
 def test_interpreter_dispatch_and_no_compiled_kernels() -> None:
     a = randn((8, 16), torch.float16, "ck")
     b = randn((16, 8), torch.float16, "ck2")
