@@ -96,6 +96,8 @@ traces, and the public functional.
 from __future__ import annotations
 
 import functools
+import hashlib
+import inspect
 from dataclasses import dataclass
 from typing import Any
 
@@ -619,6 +621,17 @@ def default_variant(
     if epilogue == "bias_gelu" and tiles >= WS_MIN_WAVES * sms:
         return "warp_specialized"
     return "persistent"
+
+
+@functools.cache
+def dispatch_rule() -> str:
+    """A fingerprint of :func:`default_variant` (its source and the constants it reads), ten
+    hex digits: the sweep records it beside each default call, so the page scores the
+    dispatch's regret only on cases run under one rule, not on choices a later rule changed."""
+    consts = (SPLIT_K_MAX_M, SPLIT_K_MIN_K, SPLIT_K_BLOCK_N, PERSISTENT_MIN_MNK, PERSISTENT_MIN_WAVES, WS_MIN_WAVES,
+              PERSISTENT_CONFIG, WS_CONFIG)  # fmt: skip
+    text = inspect.getsource(default_variant) + repr(consts)
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
 def ws_shared_bytes(config: TileConfig, element_size: int = 2) -> int:

@@ -110,6 +110,11 @@ class NoiseFloor:
                 "--noise-floor)"
             )
         groups = "; ".join(f"{g.commit[:7]} on {g.gpu}: {', '.join(r.run_id for r in g.runs)}" for g in self.groups)
+        if self.typical is None:
+            return (
+                f"no noise floor: the repeat runs at one commit ({groups}) measured no case and variant in common, so "
+                "no change between runs can be told from run-to-run noise"
+            )
         return (
             f"noise floor per case and variant: the largest spread of its median across repeat runs at one commit "
             f"({groups}); {len(self.per_case)} case/variant pairs measured, {100 * self.typical:.1f}% at the "  # type: ignore[operator]

@@ -152,6 +152,7 @@ def rowsum_add_doc(run_id: str, started: str, *, add_sizes=ADD_SIZES, row_shapes
 # ----------------------------------------------------------------------------- GEMM
 
 MM_PEAK = 750.0  # TFLOP/s: the bf16 matrix rate of synthruns.document
+MM_RULE = "0123456789"  # the dispatch rule's fingerprint the default's meta records
 MATMUL_FWD = {
     "bf16": ((127, 255, 65), (1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192), (16, 4096, 4096),
              (16, 4096, 14336), (128, 14336, 4096)),
@@ -243,7 +244,10 @@ def _mm_meta(name: str, case: dict[str, Any]) -> dict[str, Any]:
         return {"entry": "torch.mm", "mode": "max-autotune", "fullgraph": True, "dynamic": False}
     base = {"variant": name.removeprefix("triton-") if name != "triton" else "default dispatch"}
     if name == "triton":
+        from bench.studies.matmul import held_out
+
         base["dispatch"] = "split_k" if case["rows"] <= 128 else "persistent"
+        base |= {"held_out": held_out(case), "dispatch_rule": MM_RULE}
     if name == "triton-fixed":
         return base | _HMMA
     if name == "triton-autotuned":

@@ -44,6 +44,18 @@ def test_variants_each_case_offers() -> None:
     assert {(1, 4096, 4096), (128, 4096, 14336), (16384, 1024, 1024), (8192, 5120, 13824)} <= shapes
     assert {c["dtype"] for c in cases} == {"bf16", "fp16", "tf32", "fp32"}
     assert {c["op"] for c in cases} == {"mm", "mm_bias", "mm_bias_gelu", "mm_residual"}
+    # Held-out shapes: each variant forced and cuBLAS, no torch.compile; disjoint from the studied ones.
+    held = [c for c in cases if mm.held_out(c)]
+    assert {(c["rows"], c["cols"], c["k"]) for c in held} == set(mm.HELD_OUT) and len(held) == len(mm.HELD_OUT)
+    studied = set(mm.SHAPES) | set(mm.DECODE) | set(mm.FP16_SHAPES) | set(mm.FP32_SHAPES) | set(mm.STEP_SHAPES)
+    assert not set(mm.HELD_OUT) & studied
+    assert _names(_case(3072, 3072, 3072)) == ["triton", "triton-fixed", "triton-autotuned", "triton-persistent",
+                                               "triton-warp-specialized", "cublas"]  # fmt: skip
+    assert "triton-split-k" in _names(_case(32, 4096, 14336))
+    assert not mm.held_out(_case(3072, 3072, 3072, dtype="fp16")) and not mm.held_out(_case(4096, 4096, 4096))
+    meta = next(v for v in STUDY.variants(_case(3072, 3072, 3072)) if v.name == "triton").meta(_case(3072, 3072, 3072))
+    assert meta["held_out"] is True and meta["variant"] == "default dispatch"
+    assert isinstance(meta["dispatch_rule"], str) and len(meta["dispatch_rule"]) == 10
 
 
 def test_counted_work_is_the_problem() -> None:

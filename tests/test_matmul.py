@@ -631,6 +631,18 @@ def test_default_variant_is_chosen_once_per_call_signature(monkeypatch) -> None:
     assert any(key[1] is None and key[5] == (5, 24) for key in mm_module._PREPARED)
 
 
+def test_dispatch_rule_fingerprints_the_rule(monkeypatch) -> None:
+    # The sweep records it beside each default call; a threshold moved is another rule.
+    first = mm_module.dispatch_rule()
+    assert len(first) == 10 and int(first, 16) >= 0
+    mm_module.dispatch_rule.cache_clear()
+    monkeypatch.setattr(mm_module, "SPLIT_K_MIN_K", 4096)
+    try:
+        assert mm_module.dispatch_rule() != first
+    finally:
+        mm_module.dispatch_rule.cache_clear()
+
+
 def test_interpreter_dispatch_and_no_compiled_kernels() -> None:
     a = randn((8, 16), torch.float16, "ck")
     b = randn((16, 8), torch.float16, "ck2")

@@ -303,6 +303,70 @@ def test_matmul_losses_are_explained_and_missing_cases_have_no_data(tmp_path) ->
     assert why[("fwd/bf16/127×255×65/cold", cublas)] == "launch-bound"
 
 
+def _with_rule(doc: dict, rule: str) -> dict:
+    for case in doc["cases"]:
+        ours = case["variants"]["triton"]
+        ours["meta"] = {**ours["meta"], "dispatch_rule": rule}
+    return doc
+
+
+def _slow(doc: dict, case_prefix: str, variant: str, factor: float) -> None:
+    for case in doc["cases"]:
+        if case["id"].startswith(case_prefix):
+            v = case["variants"][variant]
+            v["samples_us"] = [round(x * factor, 4) for x in v["samples_us"]]
+
+
+def test_matmul_dispatch_regret_is_scored_on_held_out_shapes_under_the_newest_rule(tmp_path) -> None:
+    """The variants table names the fastest forced variant and the dispatch's regret; the
+    claims score the newest run's rule, held-out shapes apart, and count the cases an earlier
+    rule chose without scoring them."""
+    from bench.studies.matmul import HELD_OUT
+
+    # The older run: 2048³ under another rule, where the persistent kernel it chose ran 1.3× slow.
+    old = _with_rule(synthstudies.matmul_doc(MM, "2026-12-01T00:00:00Z", fwd={"bf16": ((2048, 2048, 2048),)},
+                                             step=(), epilogues=()), "feedfacecafe")  # fmt: skip
+    _slow(old, "fwd/bf16/2048x2048x2048/", "triton-persistent", 1.3)
+    _slow(old, "fwd/bf16/2048x2048x2048/", "triton", 1.3)
+    # The newer run: the studied shapes, and two held-out ones; at 3072³ the dispatch's
+    # choice (persistent) ran 1.15× the warp-specialized kernel's time, at 1536³ 1.02×.
+    fwd = {**synthstudies.MATMUL_FWD, "bf16": (*synthstudies.MATMUL_FWD["bf16"], (3072, 3072, 3072),
+                                                (1536, 1536, 1536))}  # fmt: skip
+    assert {(3072, 3072, 3072), (1536, 1536, 1536)} <= set(HELD_OUT)
+    new = synthstudies.matmul_doc("matmul-20261202T000000Z-bbbbbbb", "2026-12-02T00:00:00Z", fwd=fwd)
+    for shape, factor in (("3072x3072x3072", 1.15), ("1536x1536x1536", 1.02)):
+        _slow(new, f"fwd/bf16/{shape}/", "triton-persistent", factor)
+        _slow(new, f"fwd/bf16/{shape}/", "triton", factor)
+    out = _site(tmp_path, old, new)
+    html = (out / "matmul.html").read_text()
+    _clean(html)
+    assert _status(html, "dispatch-regret-held-out") == "contradicted"
+    assert _status(html, "dispatch-regret-studied") == "holds"
+    words = _words(html)
+    assert (
+        "on the held-out shapes (their timings set nothing in the dispatch): the dispatch's choice was the fastest "
+        "forced variant or within the noise of it in 0 of 2 forward products; the largest regret was at "
+        "fwd/bf16/3072x3072x3072/cold, where Triton (Gluon), warp-specialized kernel forced ran 1.15× faster than "
+        "the choice (persistent); 1 over 1.05×" in words
+    )  # (the words join an element's text to the next with a space: "1.05× .")
+    assert "or within the noise of it in 11 of 11 forward products; 0 over 1.05× ( 1 more ran under an earlier" in words
+    rows = {(r["cells"]["case"]["text"], r["cells"]["l2"]["text"]): r["cells"] for r in
+            _table(out, "matmul-variants")["rows"]}  # fmt: skip
+    held = rows[("Forward, bf16, 3072×3072×3072", "cold")]
+    assert held["set"]["text"] == "held out" and held["dispatch"]["text"] == "persistent"
+    assert held["fastest"]["text"] == "Triton (Gluon), warp-specialized kernel forced"
+    assert held["regret"]["value"] == pytest.approx(1.15, rel=1e-3)
+    older = rows[("Forward, bf16, 2048×2048×2048", "cold")]
+    assert older["set"]["text"] == "studied" and older["dispatch"]["text"] == "persistent (earlier rule)"
+    assert older["regret"]["value"] == pytest.approx(1.3, rel=1e-3)  # shown, not scored
+    assert rows[("Forward, bf16, 4096×4096×4096", "cold")]["regret"]["text"] == "chose the fastest"
+    # Two runs of one commit that share no case: a repeat group without a spread, said so.
+    floor = next(
+        r["cells"] for r in _table(out, "stability-noise-floor")["rows"] if r["cells"]["study"]["text"] == "matmul"
+    )
+    assert floor["pairs"]["value"] == 0 and floor["median"]["text"] == "—" and "no case" in floor["median"]["note"]
+
+
 def test_rmsnorm_fused_default_follows_the_rule_each_run_recorded() -> None:
     """The fused-backward claim compares where the run's own commit took the fused pass:
     from a width up, and at 57ce648 only on rows on the 16-byte grid (its meta says so)."""

@@ -13,6 +13,9 @@ A[M, K] · B[K, N]):
 - ``op="mm_bias"``, ``"mm_bias_gelu"``, ``"mm_residual"``: the fused epilogues at 4096³
   and 8192³ bf16, against cuBLAS followed by the separate op(s) and ``torch.compile`` of
   the composition (and, for bias + GELU, cuBLASLt's own GELU epilogue).
+- Held out (``HELD_OUT``): eight bf16 forward products whose timings set nothing in the
+  dispatch, each variant forced and cuBLAS (no ``torch.compile``); the default's meta says
+  ``held_out``, and the page scores the dispatch's regret on them apart.
 
 Variants: ``triton`` (default dispatch) and each variant forced (``triton-fixed``,
 ``-autotuned``, ``-persistent``, ``-warp-specialized``, ``-split-k`` on decode shapes) on forward cases; at 4096³
@@ -73,6 +76,15 @@ FP32_SHAPES = [(1024, 1024, 1024), (4096, 4096, 4096)]  # as TF32 and as IEEE fp
 STEP_SHAPES = [(127, 255, 65), (1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
                (4096, 14336, 4096)]  # fmt: skip
 EPILOGUE_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192)]
+# Held out: bf16 products whose timings set nothing in kernels.matmul (not the dispatch's
+# thresholds, not a default tile, not the autotuner's configs); the page scores the dispatch's
+# regret on them apart from the shapes above, which did.  Between the thresholds (1536³: under
+# one wave of 128x256 tiles; 3072³: 2.2 waves, the last one 18% full), M off the tile (2000),
+# Llama-2-7B's MLP (11008), a vocabulary projection whose N = 50257 no TMA box or 16-byte
+# vector divides, and decode M between the studied ones on both sides of split-K's K rule.
+# They time our variants and cuBLAS, not torch.compile: they score our dispatch.
+HELD_OUT = [(1536, 1536, 1536), (3072, 3072, 3072), (2000, 5120, 5120), (4096, 11008, 4096),
+            (4096, 4096, 11008), (8192, 50257, 768), (32, 4096, 14336), (96, 14336, 4096)]  # fmt: skip
 EPILOGUES = {"mm_bias": "bias", "mm_bias_gelu": "bias_gelu", "mm_residual": "residual"}  # op -> our epilogue
 QUICK = {
     ("fwd", "bf16"): [(127, 255, 65), (4096, 4096, 4096), (8192, 8192, 8192), (16, 4096, 4096)],
@@ -109,6 +121,11 @@ def _km():  # type: ignore[no-untyped-def]
 
 def dims(case: Params) -> tuple[int, int, int]:
     return case["rows"], case["cols"], case["k"]
+
+
+def held_out(case: Params) -> bool:
+    """A held-out case (``HELD_OUT``): a bf16 forward product that set nothing in the dispatch."""
+    return case["op"] == "mm" and case["direction"] == "fwd" and case["dtype"] == "bf16" and dims(case) in HELD_OUT
 
 
 def element_size(case: Params) -> int:
@@ -303,6 +320,14 @@ def _dispatch(case: Params) -> str | None:
         return f"unknown ({type(exc).__name__})"
 
 
+def _dispatch_rule() -> str | None:
+    """kernels.matmul.dispatch_rule(): which dispatch rule made the choice recorded beside it."""
+    try:
+        return str(_km().dispatch_rule())
+    except Exception as exc:  # recorded, not raised: meta never stops a case
+        return f"unknown ({type(exc).__name__})"
+
+
 def _ours_meta(forced: str | None, group_m: int | None = None) -> Callable[[Params], dict[str, Any]]:
     def meta(case: Params) -> dict[str, Any]:
         config = {**GROUP_TILE, "group_m": group_m} if group_m is not None else None
@@ -314,6 +339,8 @@ def _ours_meta(forced: str | None, group_m: int | None = None) -> Callable[[Para
         }
         if forced is None:
             head["dispatch"] = _dispatch(case)
+            head["held_out"] = held_out(case)  # the page scores the dispatch on these apart
+            head["dispatch_rule"] = _dispatch_rule()
         return head | _evidence(case, forced, config)
 
     return meta
@@ -383,6 +410,7 @@ class MatmulStudy:
         out += [mm("fwd+bwd", "bf16", s) for s in STEP_SHAPES]
         out.append(mm("fwd+bwd", "fp16", (4096, 4096, 4096)))
         out += [mm("fwd", "bf16", s, op) for op in EPILOGUES for s in EPILOGUE_SHAPES]
+        out += [mm("fwd", "bf16", s) for s in HELD_OUT]
         return out
 
     def case_id(self, case: Params) -> str:
@@ -416,10 +444,11 @@ class MatmulStudy:
                     _cublas_meta("torch._addmm_activation(bias, a, b, use_gelu=True)"),
                 )
             )
-        out.append(
-            Variant(compile_name(op), COMPILE_LABELS[op], lambda c: _apply(_compiled(c), c, _extras(c["op"])),
-                    _compile_meta(entry))
-        )  # fmt: skip
+        if not held_out(case):
+            out.append(
+                Variant(compile_name(op), COMPILE_LABELS[op], lambda c: _apply(_compiled(c), c, _extras(c["op"])),
+                        _compile_meta(entry))
+            )  # fmt: skip
         return out
 
     def inputs(self, case: Params, device: torch.device, gen: torch.Generator) -> Tensors:

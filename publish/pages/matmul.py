@@ -165,26 +165,102 @@ def evidence_table(view: StudyView) -> Table | None:
     return table
 
 
+# ----------------------------------------------------------------------------- the dispatch's regret
+# Set, not measured: the regret the dispatch may leave on a held-out shape.
+REGRET_LINE = definition(
+    1.05, "x_set", "threshold: the fastest forced variant at most this many times faster than the dispatch's choice"
+)
+
+
+def forced_cases(view: StudyView) -> list[CaseResult]:
+    """The forward products timed with every variant forced beside the default, in page order."""
+    return sorted((c for c in view.where(direction="fwd") if any(v in c.variants for v in FORCED)), key=_order)
+
+
+EARLIER_RULE = (
+    "chosen by an earlier dispatch rule than the newest run's (or by one its run did not record): the rule in force "
+    "now may choose otherwise, and the regret claims do not score this case"
+)
+
+
+def held_out(c: CaseResult) -> bool:
+    """A shape whose timings set nothing in the dispatch (the sweep's ``HELD_OUT``, recorded in
+    the default's meta; runs from before held-out shapes say nothing, and count as not held out)."""
+    ours = c.variants.get(OURS)
+    return ours is not None and ours.meta.get("held_out") is True
+
+
+def rule(c: CaseResult) -> str | None:
+    """The fingerprint of the dispatch rule that made the case's choice (``kernels.matmul.
+    dispatch_rule``), None where its run predates the record."""
+    ours = c.variants.get(OURS)
+    found = ours.meta.get("dispatch_rule") if ours is not None else None
+    return found if isinstance(found, str) and not found.startswith("unknown") else None
+
+
+def current_rule(cases: list[CaseResult]) -> str | None:
+    """The dispatch rule of the newest run among ``cases`` that recorded one."""
+    ruled = [c for c in cases if rule(c) is not None]
+    return rule(max(ruled, key=lambda c: c.run.started)) if ruled else None
+
+
+def dispatch_choice(c: CaseResult) -> tuple[str | None, str | None, str | None]:
+    """(the variant the dispatch ran, as recorded; the variant whose time stands for it: its
+    forced twin where timed, else the default itself; the fastest forced variant), each None
+    where the run has no time for it."""
+    ours = c.variants.get(OURS)
+    chosen = ours.meta.get("dispatch") if ours is not None else None
+    twin = "triton-" + str(chosen).replace("_", "-") if chosen else None
+    stand = twin if twin in FORCED and c.get(twin) is not None else OURS if c.get(OURS) is not None else None
+    timed = [v for v in FORCED if c.get(v) is not None]
+    fastest = min(timed, key=lambda v: c.get(v).summary.median) if timed else None  # type: ignore[union-attr]
+    return (str(chosen) if chosen else None), stand, fastest
+
+
+def regret(c: CaseResult) -> Num | Text:
+    """How many times faster the fastest forced variant ran than the dispatch's choice, by the
+    one verdict (a tie where unresolved); "the fastest" where the choice was it."""
+    _, stand, fastest = dispatch_choice(c)
+    if stand is None or fastest is None:
+        return Text("—", "no time for the dispatch's choice or for any forced variant")
+    if stand == fastest:
+        return Text("chose the fastest", "the dispatch's choice had the lowest median of the forced variants")
+    return c.speedup(fastest, stand) or Text("—", "no ratio")
+
+
 def variants_table(view: StudyView) -> Table | None:
     """The forward products with every variant forced beside the default dispatch (and what
-    it dispatched to), each variant's median, and cuBLAS's."""
-    cases = sorted((c for c in view.where(direction="fwd") if any(v in c.variants for v in FORCED)), key=_order)
+    it dispatched to), each variant's median, cuBLAS's, and the dispatch's regret."""
+    cases = forced_cases(view)
     if not cases:
         return None
     present = [v for v in (OURS, *FORCED, "cublas") if any(v in c.variants for c in cases)]
     cols = [Column("case", "Case", numeric=False), Column("l2", "L2", numeric=False)]
     cols += [Column(v, view.label(v), f"median µs, {DEVICE_TIME}") for v in present]
-    cols.append(Column("dispatch", "Dispatch chose", "the variant the default dispatch ran", numeric=False))
+    cols += [
+        Column("dispatch", "Dispatch chose", "the variant the default dispatch ran", numeric=False),
+        Column("fastest", "Fastest forced", "the forced variant with the lowest median", numeric=False),
+        Column("regret", "Regret", "the dispatch's choice's time / the fastest forced variant's: 1.00× is no regret"),
+        Column("set", "Shape", "held out: its timings set nothing in the dispatch", numeric=False),
+    ]
     table = Table(
         "matmul-variants", f"Every variant forced, beside the default dispatch and cuBLAS ({DEVICE_TIME})", cols
     )
+    newest = current_rule(cases)
     for c in cases:
         row: dict[str, Any] = {"case": _title(c), "l2": l2_cell(c)}
         for v in present:
             row[v] = time_or_why(c, v)
-        ours = c.variants.get(OURS)
-        chosen = ours.meta.get("dispatch") if ours is not None else None
-        row["dispatch"] = Text(str(chosen) if chosen else "not recorded")
+        chosen, _, fastest = dispatch_choice(c)
+        if chosen is None:
+            row["dispatch"] = Text("not recorded")
+        elif newest is not None and rule(c) == newest:
+            row["dispatch"] = Text(chosen, f"under the dispatch rule of the newest run ({newest})")
+        else:
+            row["dispatch"] = Text(f"{chosen} (earlier rule)", EARLIER_RULE)
+        row["fastest"] = Text(view.label(fastest) if fastest else "—")
+        row["regret"] = regret(c)
+        row["set"] = Text("held out" if held_out(c) else "studied")
         table.rows.append(row)
     return table
 
@@ -406,6 +482,63 @@ def grouping_observation(view: StudyView) -> list[Claim]:
     return [Claim("grouping-pays-beyond-l2", text, bool(wins) and not losses, evidence=cases_evidence("lost", losses))]
 
 
+def dispatch_regret(view: StudyView) -> list[Claim]:
+    """The dispatch scored by regret (cold L2) under the newest run's dispatch rule: on the
+    held-out shapes, and apart from them on the shapes that were studied while it was set.  A
+    case counts as a regret where the fastest forced variant beat the dispatch's choice by the
+    one verdict; the claim holds where none of its set did by more than ``REGRET_LINE``.
+    Cases run under an earlier rule are counted, not scored."""
+    forced = forced_cases(view)
+    newest = current_rule(forced)
+    scored: list[tuple[CaseResult, str, str]] = []  # (case, the choice's stand-in, the fastest forced)
+    earlier: list[CaseResult] = []
+    for c in forced:
+        _, stand, fastest = dispatch_choice(c)
+        if c.params["l2"] != "cold" or stand is None or fastest is None:
+            continue
+        if newest is not None and rule(c) == newest:
+            scored.append((c, stand, fastest))
+        else:
+            earlier.append(c)
+    sets = (
+        ("dispatch-regret-held-out", True, "held-out shapes (their timings set nothing in the dispatch)"),
+        ("dispatch-regret-studied", False, "studied shapes"),
+    )
+    claims = []
+    for claim_id, held, where in sets:
+        cases = [(c, stand, fastest) for c, stand, fastest in scored if held_out(c) is held]
+        unscored = [c for c in earlier if held_out(c) is held]
+        if not cases:
+            continue
+        behind = [(c, s, f) for c, s, f in cases if s != f and view.outcome(c, s, f) == "win"]
+        ratios = {c.case_id: c.ratio(s, f).value for c, s, f in behind}  # type: ignore[union-attr]
+        over = [c for c, _, _ in behind if ratios[c.case_id] > REGRET_LINE.value]
+        text = sentence(
+            "Device time (graph replay), cold L2, on the {where}: the dispatch's choice was the fastest forced "
+            "variant or within the noise of it in {k} of {n} forward products",
+            where=where,
+            k=Num(len(cases) - len(behind), "count"),
+            n=Num(len(cases), "count"),
+        )
+        if behind:
+            worst, stand, fastest = max(behind, key=lambda b: ratios[b[0].case_id])
+            text += sentence(
+                "; the largest regret was at {case}, where {fastest} ran {x} faster than the choice ({chosen})",
+                case=worst.case_id,
+                fastest=view.label(fastest),
+                x=worst.speedup(fastest, stand),
+                chosen=dispatch_choice(worst)[0] or view.label(stand),
+            )
+        text += sentence("; {o} over {line}", o=Num(len(over), "count"), line=REGRET_LINE)
+        if unscored:
+            text += sentence(
+                " ({u} more ran under an earlier dispatch rule and are not scored)", u=Num(len(unscored), "count")
+            )
+        text += sentence(".")
+        claims.append(Claim(claim_id, text, not over, evidence=cases_evidence("regret over the line", over)))
+    return claims
+
+
 # ----------------------------------------------------------------------------- losses
 
 
@@ -520,7 +653,7 @@ PAGE = StudyPage(
         SpeedupsAt(CUBE_8192["bf16"], ("cublas", "compile")),
         SpeedupsAt(BIAS_GELU, ("cublas-bias-gelu", "compile-bias-gelu")),
     ),
-    observations=(fast_path, grouping_observation, eager_flips),
+    observations=(fast_path, grouping_observation, dispatch_regret, eager_flips),
     explain=explain,
     reasons=REASONS,
     extra=extra,

@@ -100,6 +100,9 @@ def floors_table(data: SiteData) -> Table:
         )
         row["pairs"] = Num(len(values), "count", src)
         for key, q in (("median", 0.5), ("typical", FLOOR_QUANTILE), ("largest", 1.0)):
+            if not values:  # e.g. two partial sweeps of one commit that measured different cases
+                row[key] = Text("—", "the repeat runs measured no case and variant in common")
+                continue
             row[key] = Num(100 * quantile(values, q), "pct", src, note=f"quantile {q:g} of {len(values)} spreads")
         table.rows.append(row)
     return table
