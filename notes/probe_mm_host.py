@@ -1,7 +1,7 @@
-"""Probe (2026-12-03, eleventh session): the host's cost of an eager ``matmul`` call, per
-variant, against ``torch.mm`` in the same process (issue 9: eager host cost ≤ 20 µs a call),
-and where it goes (cProfile).  Shapes small enough that the device never sets the pace: the
-loop's time per call is the host's.
+"""Probe (2026-12-03, eleventh session; rounds interleaved in the thirteenth): the host's
+cost of an eager ``matmul`` call, per variant, against ``torch.mm`` in the same process
+(issue 9: eager host cost ≤ 20 µs a call), and where it goes (cProfile).  Shapes small
+enough that the device never sets the pace: the loop's time per call is the host's.
 
     python3 notes/probe_mm_host.py > $OUT/probe_mm_host.log
 """
@@ -21,21 +21,30 @@ sys.path.insert(0, ".")
 
 from kernels.matmul import matmul
 
-CALLS = 3000
+CALLS = 2000
+ROUNDS = 5  # every function once per round, the order rotated: no loop always runs first
 
 
-def per_call_us(fn) -> float:  # type: ignore[no-untyped-def]
-    for _ in range(50):
+def loop_us(fn) -> float:  # type: ignore[no-untyped-def]
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(CALLS):
         fn()
     torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(3):
-        t = time.perf_counter()
-        for _ in range(CALLS):
+    return (time.perf_counter() - t) / CALLS * 1e6
+
+
+def interleaved(fns: dict) -> dict:  # type: ignore[type-arg]
+    """{label: (best, median)} µs a call over ROUNDS rounds, each round every function in turn."""
+    for fn in fns.values():
+        for _ in range(50):
             fn()
-        torch.cuda.synchronize()
-        best = min(best, (time.perf_counter() - t) / CALLS * 1e6)
-    return best
+    seen: dict[str, list[float]] = {label: [] for label in fns}
+    labels = list(fns)
+    for r in range(ROUNDS):
+        for label in labels[r % len(labels) :] + labels[: r % len(labels)]:
+            seen[label].append(loop_us(fns[label]))
+    return {label: (round(min(xs), 2), round(sorted(xs)[len(xs) // 2], 2)) for label, xs in seen.items()}
 
 
 def main() -> None:
@@ -43,23 +52,22 @@ def main() -> None:
     cases = {
         "64x256x256": (64, 256, 256, (None, "fixed", "autotuned", "persistent", "warp_specialized")),
         "127x255x65": (127, 255, 65, (None, "fixed", "autotuned", "persistent")),
+        "512x512x512": (512, 512, 512, (None, "autotuned", "persistent")),
         "16x4096x4096": (16, 4096, 4096, (None, "split_k", "autotuned")),
     }
     for label, (m, n, k, variants) in cases.items():
         a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=gen)
         b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16, generator=gen)
         bias = torch.randn(n, device="cuda", dtype=torch.bfloat16, generator=gen)
-        row = {"case": label, "torch.mm": round(per_call_us(lambda a=a, b=b: torch.mm(a, b)), 2)}
-        for v in variants:
-            row[str(v)] = round(per_call_us(lambda a=a, b=b, v=v: matmul(a, b, variant=v)), 2)
-        row["addmm"] = round(per_call_us(lambda a=a, b=b, bias=bias: torch.addmm(bias, a, b)), 2)
-        row["bias (default)"] = round(
-            per_call_us(lambda a=a, b=b, bias=bias: matmul(a, b, epilogue="bias", bias=bias)), 2
-        )
         wa, wb = a.clone().requires_grad_(), b.clone().requires_grad_()
-        with torch.no_grad():
-            row["no_grad default"] = round(per_call_us(lambda a=a, b=b: matmul(a, b)), 2)
-        row["requires_grad default (forward)"] = round(per_call_us(lambda wa=wa, wb=wb: matmul(wa, wb)), 2)
+        fns = {"torch.mm": lambda a=a, b=b: torch.mm(a, b)}
+        for v in variants:
+            fns[str(v)] = lambda a=a, b=b, v=v: matmul(a, b, variant=v)
+        fns["addmm"] = lambda a=a, b=b, bias=bias: torch.addmm(bias, a, b)
+        fns["bias (default)"] = lambda a=a, b=b, bias=bias: matmul(a, b, epilogue="bias", bias=bias)
+        fns["torch.mm requires_grad"] = lambda wa=wa, wb=wb: torch.mm(wa, wb)
+        fns["requires_grad default (forward)"] = lambda wa=wa, wb=wb: matmul(wa, wb)
+        row = {"case": label, "us (best, median of rounds)": interleaved(fns)}
         print(json.dumps(row), flush=True)
     a = torch.randn(64, 256, device="cuda", dtype=torch.bfloat16, generator=gen)
     b = torch.randn(256, 256, device="cuda", dtype=torch.bfloat16, generator=gen)
