@@ -337,6 +337,9 @@ def test_matmul_dispatch_regret_is_scored_on_held_out_shapes_under_the_newest_ru
     for shape, factor in (("3072x3072x3072", 1.15), ("1536x1536x1536", 1.02)):
         _slow(new, f"fwd/bf16/{shape}/", "triton-persistent", factor)
         _slow(new, f"fwd/bf16/{shape}/", "triton", factor)
+    for case in new["cases"]:  # one case as a run from before the record would hold it
+        if case["id"].startswith("fwd/bf16/127x255x65/"):
+            del case["variants"]["triton"]["meta"]["dispatch_rule"]
     out = _site(tmp_path, old, new)
     html = (out / "matmul.html").read_text()
     _clean(html)
@@ -349,7 +352,7 @@ def test_matmul_dispatch_regret_is_scored_on_held_out_shapes_under_the_newest_ru
         "fwd/bf16/3072x3072x3072/cold, where Triton (Gluon), warp-specialized kernel forced ran 1.15× faster than "
         "the choice (persistent); 1 over 1.05×" in words
     )  # (the words join an element's text to the next with a space: "1.05× .")
-    assert "or within the noise of it in 11 of 11 forward products; 0 over 1.05× ( 1 more ran under an earlier" in words
+    assert "or within the noise of it in 10 of 10 forward products; 0 over 1.05× ( 2 more ran under another" in words
     rows = {(r["cells"]["case"]["text"], r["cells"]["l2"]["text"]): r["cells"] for r in
             _table(out, "matmul-variants")["rows"]}  # fmt: skip
     held = rows[("Forward, bf16, 3072×3072×3072", "cold")]
@@ -360,6 +363,8 @@ def test_matmul_dispatch_regret_is_scored_on_held_out_shapes_under_the_newest_ru
     assert older["set"]["text"] == "studied" and older["dispatch"]["text"] == "persistent (earlier rule)"
     assert older["regret"]["value"] == pytest.approx(1.3, rel=1e-3)  # shown, not scored
     assert rows[("Forward, bf16, 4096×4096×4096", "cold")]["regret"]["text"] == "chose the fastest"
+    small = [r for (case, _), r in rows.items() if case == "Forward, bf16, 127×255×65"]
+    assert len(small) == 2 and all(r["dispatch"]["text"] == "split_k (rule not recorded)" for r in small)
     # Two runs of one commit that share no case: a repeat group without a spread, said so.
     floor = next(
         r["cells"] for r in _table(out, "stability-noise-floor")["rows"] if r["cells"]["study"]["text"] == "matmul"

@@ -178,8 +178,12 @@ def forced_cases(view: StudyView) -> list[CaseResult]:
 
 
 EARLIER_RULE = (
-    "chosen by an earlier dispatch rule than the newest run's (or by one its run did not record): the rule in force "
-    "now may choose otherwise, and the regret claims do not score this case"
+    "chosen by another dispatch rule than the newest run's: the rule in force now may choose otherwise, and the "
+    "regret observations do not score this case"
+)
+UNRECORDED_RULE = (
+    "its run predates the record of the dispatch rule: the rule in force now may choose otherwise, and the regret "
+    "observations do not score this case"
 )
 
 
@@ -256,6 +260,8 @@ def variants_table(view: StudyView) -> Table | None:
             row["dispatch"] = Text("not recorded")
         elif newest is not None and rule(c) == newest:
             row["dispatch"] = Text(chosen, f"under the dispatch rule of the newest run ({newest})")
+        elif rule(c) is None:
+            row["dispatch"] = Text(f"{chosen} (rule not recorded)", UNRECORDED_RULE)
         else:
             row["dispatch"] = Text(f"{chosen} (earlier rule)", EARLIER_RULE)
         row["fastest"] = Text(view.label(fastest) if fastest else "—")
@@ -532,7 +538,8 @@ def dispatch_regret(view: StudyView) -> list[Claim]:
         text += sentence("; {o} over {line}", o=Num(len(over), "count"), line=REGRET_LINE)
         if unscored:
             text += sentence(
-                " ({u} more ran under an earlier dispatch rule and are not scored)", u=Num(len(unscored), "count")
+                " ({u} more ran under another dispatch rule, or one not recorded, and are not scored)",
+                u=Num(len(unscored), "count"),
             )
         text += sentence(".")
         claims.append(Claim(claim_id, text, not over, evidence=cases_evidence("regret over the line", over)))
