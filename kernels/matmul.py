@@ -1085,7 +1085,7 @@ _matmul_op.register_autograd(_op_backward, setup_context=_setup_context)
 
 # The common call's arguments that need no further check: a plain product's variant (or None)
 # and precision for 16-bit operands; float32 needs a precision (the full check says so).
-_PLAIN_VARIANTS = frozenset((None, *VARIANTS))
+_PLAIN_VARIANTS = (None, *VARIANTS)  # a tuple: membership by equality, so an unhashable variant is refused by name
 _HALF_DTYPES = frozenset((torch.float16, torch.bfloat16))
 
 

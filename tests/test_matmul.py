@@ -536,6 +536,10 @@ BAD = [
     (lambda: (torch.ones(3, 4), torch.ones(4, 2)), {"precision": "fp8"}, ValueError, ["precision"]),
     (lambda: (torch.ones(3, 4), torch.ones(4, 2)), {"precision": "ieee", "variant": "fast"}, ValueError,
      ["variant"]),
+    (lambda: (torch.ones(3, 4, dtype=torch.bfloat16), torch.ones(4, 2, dtype=torch.bfloat16)),
+     {"variant": ["fixed"]}, ValueError, ["variant"]),  # unhashable: still refused by name
+    (lambda: (torch.ones(3, 4, dtype=torch.bfloat16), torch.ones(4, 2, dtype=torch.bfloat16)),
+     {"precision": ["tf32"]}, ValueError, ["precision"]),
     (lambda: (torch.ones(3, 4), torch.ones(4, 2)), {"precision": "ieee", "epilogue": "relu"}, ValueError,
      ["epilogue"]),
     (lambda: (torch.ones(3, 4), torch.ones(4, 2)), {"precision": "ieee", "epilogue": "bias"}, ValueError,
@@ -588,8 +592,8 @@ def _argument_cases():
                 operands.append(torch.ones(shape, dtype=dtype, device=device))
     for a in operands:
         for b in operands:
-            for variant in (None, "fixed", "autotuned", "bogus"):
-                for precision in (None, "tf32", "ieee", "fp64"):
+            for variant in (None, "fixed", "autotuned", "bogus", ["fixed"]):
+                for precision in (None, "tf32", "ieee", "fp64", ["tf32"]):
                     yield a, b, variant, precision
 
 
