@@ -95,9 +95,13 @@ traces, and the public functional.
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import inspect
+import io
+import textwrap
+import tokenize
 from dataclasses import dataclass
 from typing import Any
 
@@ -625,13 +629,28 @@ def default_variant(
 
 @functools.cache
 def dispatch_rule() -> str:
-    """A fingerprint of :func:`default_variant` (its source and the constants it reads), ten
-    hex digits: the sweep records it beside each default call, so the page scores the
-    dispatch's regret only on cases run under one rule, not on choices a later rule changed."""
-    consts = (SPLIT_K_MAX_M, SPLIT_K_MIN_K, SPLIT_K_BLOCK_N, PERSISTENT_MIN_MNK, PERSISTENT_MIN_WAVES, WS_MIN_WAVES,
-              PERSISTENT_CONFIG, WS_CONFIG)  # fmt: skip
-    text = inspect.getsource(default_variant) + repr(consts)
-    return hashlib.sha256(text.encode()).hexdigest()[:10]
+    """A fingerprint of :func:`default_variant`, ten hex digits: its code (tokens, without the
+    docstring and comments, so an edit of words or layout is the same rule) and the values of
+    the module's constants it reads.  The sweep records it beside each default call, so the
+    page scores the dispatch's regret only on cases run under one rule, not on choices a later
+    rule changed."""
+    source = textwrap.dedent(inspect.getsource(default_variant))
+    doc = ast.get_docstring(ast.parse(source).body[0], clean=False)
+    tokens = [
+        t.string
+        for t in tokenize.generate_tokens(io.StringIO(source).readline)
+        if t.type not in _LAYOUT_TOKENS and not (t.type == tokenize.STRING and doc and doc in t.string)
+    ]
+    names = default_variant.__code__.co_names  # the globals (and attributes) it reads
+    consts = [f"{n}={globals()[n]!r}" for n in sorted(set(names)) if n in globals() and _constant(globals()[n])]
+    return hashlib.sha256("\n".join([" ".join(tokens), *consts]).encode()).hexdigest()[:10]
+
+
+_LAYOUT_TOKENS = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)
+
+
+def _constant(value: Any) -> bool:
+    return isinstance(value, (bool, int, float, str, TileConfig))
 
 
 def ws_shared_bytes(config: TileConfig, element_size: int = 2) -> int:

@@ -620,6 +620,7 @@ def test_common_call_shortcut_accepts_only_what_the_full_check_accepts(monkeypat
 def test_default_variant_is_chosen_once_per_call_signature(monkeypatch) -> None:
     # The choice sits in the prepared launch's key as None: later calls of one signature skip
     # it (host time), a new signature or an explicit variant chooses anew.
+    monkeypatch.setattr(mm_module, "_PREPARED", {})  # its own cache: the patched choice must not outlive the test
     chosen = []
     real = mm_module.default_variant
     monkeypatch.setattr(mm_module, "default_variant", lambda *args: chosen.append(args[:3]) or real(*args))
@@ -636,12 +637,28 @@ def test_default_variant_is_chosen_once_per_call_signature(monkeypatch) -> None:
 
 
 def test_dispatch_rule_fingerprints_the_rule(monkeypatch) -> None:
-    # The sweep records it beside each default call; a threshold moved is another rule.
+    # The sweep records it beside each default call: a threshold moved or a line of code
+    # changed is another rule; the docstring's words, comments and blank lines are not.
+    import inspect
+
     first = mm_module.dispatch_rule()
     assert len(first) == 10 and int(first, 16) >= 0
-    mm_module.dispatch_rule.cache_clear()
-    monkeypatch.setattr(mm_module, "SPLIT_K_MIN_K", 4096)
+    source = inspect.getsource(mm_module.default_variant)
+    doc = '"""The variant ``matmul(variant=None)`` runs'
+    assert doc in source and 'return "persistent"\n' in source
+
+    def rule_of(text: str) -> str:
+        mm_module.dispatch_rule.cache_clear()
+        with monkeypatch.context() as patch:
+            patch.setattr(mm_module.inspect, "getsource", lambda fn: text)
+            return mm_module.dispatch_rule()
+
     try:
+        reworded = source.replace(doc, '"""Which variant ``matmul(variant=None)`` runs')
+        assert rule_of(reworded.replace("    sms = sm_count(device)\n", "\n    sms = sm_count(device)  # n\n")) == first
+        assert rule_of(source.replace('return "persistent"\n', 'return "warp_specialized"\n')) != first
+        mm_module.dispatch_rule.cache_clear()
+        monkeypatch.setattr(mm_module, "SPLIT_K_MIN_K", 4096)
         assert mm_module.dispatch_rule() != first
     finally:
         mm_module.dispatch_rule.cache_clear()

@@ -337,9 +337,11 @@ def test_matmul_dispatch_regret_is_scored_on_held_out_shapes_under_the_newest_ru
     for shape, factor in (("3072x3072x3072", 1.15), ("1536x1536x1536", 1.02)):
         _slow(new, f"fwd/bf16/{shape}/", "triton-persistent", factor)
         _slow(new, f"fwd/bf16/{shape}/", "triton", factor)
-    for case in new["cases"]:  # one case as a run from before the record would hold it
+    for case in new["cases"]:  # one case as a run from before the record would hold it, one unreadable
         if case["id"].startswith("fwd/bf16/127x255x65/"):
             del case["variants"]["triton"]["meta"]["dispatch_rule"]
+        if case["id"].startswith("fwd/bf16/1024x1024x1024/"):
+            case["variants"]["triton"]["meta"]["dispatch_rule"] = "unknown (OSError)"
     out = _site(tmp_path, old, new)
     html = (out / "matmul.html").read_text()
     _clean(html)
@@ -352,7 +354,12 @@ def test_matmul_dispatch_regret_is_scored_on_held_out_shapes_under_the_newest_ru
         "fwd/bf16/3072x3072x3072/cold, where Triton (Gluon), warp-specialized kernel forced ran 1.15× faster than "
         "the choice (persistent); 1 over 1.05×" in words
     )  # (the words join an element's text to the next with a space: "1.05× .")
-    assert "or within the noise of it in 10 of 10 forward products; 0 over 1.05× ( 2 more ran under another" in words
+    assert "or within the noise of it in 9 of 9 forward products; 0 over 1.05× ( 3 more ran under another" in words
+    assert "dispatch rule 0123456789 (run matmul-20261202T000000Z-bbbbbbb), on the held-out shapes" in words
+    assert (
+        "The rule scored is 0123456789 , from run matmul-20261202T000000Z-bbbbbbb ; 0 held-out and 3 studied cold "
+        "products ran under another rule, or none recorded, and are not scored." in words
+    )
     rows = {(r["cells"]["case"]["text"], r["cells"]["l2"]["text"]): r["cells"] for r in
             _table(out, "matmul-variants")["rows"]}  # fmt: skip
     held = rows[("Forward, bf16, 3072×3072×3072", "cold")]
@@ -360,16 +367,28 @@ def test_matmul_dispatch_regret_is_scored_on_held_out_shapes_under_the_newest_ru
     assert held["fastest"]["text"] == "Triton (Gluon), warp-specialized kernel forced"
     assert held["regret"]["value"] == pytest.approx(1.15, rel=1e-3)
     older = rows[("Forward, bf16, 2048×2048×2048", "cold")]
-    assert older["set"]["text"] == "studied" and older["dispatch"]["text"] == "persistent (earlier rule)"
+    assert older["set"]["text"] == "studied" and older["dispatch"]["text"] == "persistent (another rule)"
     assert older["regret"]["value"] == pytest.approx(1.3, rel=1e-3)  # shown, not scored
     assert rows[("Forward, bf16, 4096×4096×4096", "cold")]["regret"]["text"] == "chose the fastest"
     small = [r for (case, _), r in rows.items() if case == "Forward, bf16, 127×255×65"]
     assert len(small) == 2 and all(r["dispatch"]["text"] == "split_k (rule not recorded)" for r in small)
+    unreadable = [r for (case, _), r in rows.items() if case == "Forward, bf16, 1024×1024×1024"]
+    assert all(r["dispatch"]["text"] == "persistent (rule unreadable)" for r in unreadable) and len(unreadable) == 2
     # Two runs of one commit that share no case: a repeat group without a spread, said so.
     floor = next(
         r["cells"] for r in _table(out, "stability-noise-floor")["rows"] if r["cells"]["study"]["text"] == "matmul"
     )
     assert floor["pairs"]["value"] == 0 and floor["median"]["text"] == "—" and "no case" in floor["median"]["note"]
+
+
+def test_matmul_runs_without_a_recorded_rule_score_no_regret(tmp_path) -> None:
+    doc = synthstudies.matmul_doc(MM, "2026-12-01T00:00:00Z", step=(), epilogues=())
+    for case in doc["cases"]:
+        del case["variants"]["triton"]["meta"]["dispatch_rule"]
+    html = (_site(tmp_path, doc) / "matmul.html").read_text()
+    _clean(html)
+    assert 'id="claim-dispatch-regret' not in html
+    assert "No run in force has recorded a dispatch rule yet, so no regret is scored" in _words(html)
 
 
 def test_rmsnorm_fused_default_follows_the_rule_each_run_recorded() -> None:

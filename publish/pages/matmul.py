@@ -8,13 +8,14 @@ come from the run files; every evidence number from a variant's stored meta."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from publish.claims import Claim, sentence
 from publish.numbers import Num, definition
 from publish.results import CaseResult
 from publish.studypage.claims import eager_flips
-from publish.studypage.common import DEVICE_TIME, cases_evidence, l2_cell, meta_num, refusal, time_or_why
+from publish.studypage.common import DEVICE_TIME, cases_evidence, count, l2_cell, meta_num, refusal, time_or_why
 from publish.studypage.spec import (
     BANDWIDTH,
     DIRECTION_TITLES,
@@ -177,14 +178,14 @@ def forced_cases(view: StudyView) -> list[CaseResult]:
     return sorted((c for c in view.where(direction="fwd") if any(v in c.variants for v in FORCED)), key=_order)
 
 
-EARLIER_RULE = (
-    "chosen by another dispatch rule than the newest run's: the rule in force now may choose otherwise, and the "
-    "regret observations do not score this case"
-)
-UNRECORDED_RULE = (
-    "its run predates the record of the dispatch rule: the rule in force now may choose otherwise, and the regret "
-    "observations do not score this case"
-)
+RULE_NOTES = {
+    "another": "chosen under another dispatch rule than the newest run's: the rule in force now may choose otherwise, "
+    "and the regret observations do not score this case",
+    "not recorded": "its run predates the record of the dispatch rule: the rule in force now may choose otherwise, "
+    "and the regret observations do not score this case",
+    "unreadable": "the sweep could not fingerprint the dispatch rule for this run (its meta says why): the regret "
+    "observations do not score this case",
+}
 
 
 def held_out(c: CaseResult) -> bool:
@@ -195,17 +196,38 @@ def held_out(c: CaseResult) -> bool:
 
 
 def rule(c: CaseResult) -> str | None:
-    """The fingerprint of the dispatch rule that made the case's choice (``kernels.matmul.
-    dispatch_rule``), None where its run predates the record."""
+    """The fingerprint of the dispatch rule that made the case's choice as the run recorded it
+    (``kernels.matmul.dispatch_rule``; "unknown (...)" where the sweep could not read it),
+    None where its run predates the record."""
     ours = c.variants.get(OURS)
     found = ours.meta.get("dispatch_rule") if ours is not None else None
-    return found if isinstance(found, str) and not found.startswith("unknown") else None
+    return found if isinstance(found, str) else None
 
 
-def current_rule(cases: list[CaseResult]) -> str | None:
-    """The dispatch rule of the newest run among ``cases`` that recorded one."""
-    ruled = [c for c in cases if rule(c) is not None]
-    return rule(max(ruled, key=lambda c: c.run.started)) if ruled else None
+def _readable(fingerprint: str | None) -> bool:
+    return fingerprint is not None and not fingerprint.startswith("unknown")
+
+
+def newest_rule(cases: list[CaseResult]) -> tuple[str, CaseResult] | None:
+    """The dispatch rule of the newest run among ``cases`` that recorded a readable one, and a
+    case of that run (its source).  The newest *run*: a later re-run of an older commit makes
+    its rule the one scored, and the page names the rule and the run."""
+    ruled = [c for c in cases if _readable(rule(c))]
+    if not ruled:
+        return None
+    newest = max(ruled, key=lambda c: c.run.started)
+    return rule(newest), newest  # type: ignore[return-value]
+
+
+def rule_status(c: CaseResult, newest: str | None) -> str | None:
+    """None where the case's choice was made under ``newest``; else "another", "not recorded"
+    or "unreadable" (the keys of ``RULE_NOTES``)."""
+    found = rule(c)
+    if found is None:
+        return "not recorded"
+    if not _readable(found):
+        return "unreadable"
+    return None if found == newest else "another"
 
 
 def dispatch_choice(c: CaseResult) -> tuple[str | None, str | None, str | None]:
@@ -250,20 +272,21 @@ def variants_table(view: StudyView) -> Table | None:
     table = Table(
         "matmul-variants", f"Every variant forced, beside the default dispatch and cuBLAS ({DEVICE_TIME})", cols
     )
-    newest = current_rule(cases)
+    found = newest_rule(cases)
+    newest = found[0] if found else None
     for c in cases:
         row: dict[str, Any] = {"case": _title(c), "l2": l2_cell(c)}
         for v in present:
             row[v] = time_or_why(c, v)
         chosen, _, fastest = dispatch_choice(c)
+        status = rule_status(c, newest)
         if chosen is None:
             row["dispatch"] = Text("not recorded")
-        elif newest is not None and rule(c) == newest:
-            row["dispatch"] = Text(chosen, f"under the dispatch rule of the newest run ({newest})")
-        elif rule(c) is None:
-            row["dispatch"] = Text(f"{chosen} (rule not recorded)", UNRECORDED_RULE)
+        elif status is None:
+            row["dispatch"] = Text(chosen, f"under dispatch rule {newest}, the newest run's")
         else:
-            row["dispatch"] = Text(f"{chosen} (earlier rule)", EARLIER_RULE)
+            shown = "another rule" if status == "another" else f"rule {status}"
+            row["dispatch"] = Text(f"{chosen} ({shown})", RULE_NOTES[status])
         row["fastest"] = Text(view.label(fastest) if fastest else "—")
         row["regret"] = regret(c)
         row["set"] = Text("held out" if held_out(c) else "studied")
@@ -403,6 +426,7 @@ def extra(view: StudyView) -> dict[str, Any]:
     return {
         "evidence_table": evidence_table(view),
         "variants_table": variants_table(view),
+        "regret": regret_summary(view),
         "grouping": grouping_table(view),
         "epilogues": epilogue_table(view),
         "decode": decode_table(view),
@@ -488,43 +512,63 @@ def grouping_observation(view: StudyView) -> list[Claim]:
     return [Claim("grouping-pays-beyond-l2", text, bool(wins) and not losses, evidence=cases_evidence("lost", losses))]
 
 
+@dataclass(frozen=True)
+class RegretSet:
+    """One set of cold forward products (held out or studied) scored under one dispatch rule."""
+
+    held_out: bool
+    scored: list[tuple[CaseResult, str, str]]  # (case, the choice's stand-in, the fastest forced variant)
+    unscored: list[CaseResult]  # chosen under another rule, or one not recorded or unreadable
+
+
+def regret_sets(view: StudyView) -> tuple[tuple[str, CaseResult] | None, list[RegretSet]]:
+    """The newest run's dispatch rule (and a case of that run), and the cold forward products
+    with a time for the dispatch's choice and for a forced variant, split into held-out and
+    studied shapes, each scored where its choice was made under that rule."""
+    forced = forced_cases(view)
+    found = newest_rule(forced)
+    newest = found[0] if found else None
+    sets = []
+    for held in (True, False):
+        scored, unscored = [], []
+        for c in forced:
+            _, stand, fastest = dispatch_choice(c)
+            if c.params["l2"] != "cold" or stand is None or fastest is None or held_out(c) is not held:
+                continue
+            if rule_status(c, newest) is None:
+                scored.append((c, stand, fastest))
+            else:
+                unscored.append(c)
+        sets.append(RegretSet(held, scored, unscored))
+    return found, sets
+
+
 def dispatch_regret(view: StudyView) -> list[Claim]:
     """The dispatch scored by regret (cold L2) under the newest run's dispatch rule: on the
     held-out shapes, and apart from them on the shapes that were studied while it was set.  A
     case counts as a regret where the fastest forced variant beat the dispatch's choice by the
     one verdict; the claim holds where none of its set did by more than ``REGRET_LINE``.
-    Cases run under an earlier rule are counted, not scored."""
-    forced = forced_cases(view)
-    newest = current_rule(forced)
-    scored: list[tuple[CaseResult, str, str]] = []  # (case, the choice's stand-in, the fastest forced)
-    earlier: list[CaseResult] = []
-    for c in forced:
-        _, stand, fastest = dispatch_choice(c)
-        if c.params["l2"] != "cold" or stand is None or fastest is None:
-            continue
-        if newest is not None and rule(c) == newest:
-            scored.append((c, stand, fastest))
-        else:
-            earlier.append(c)
-    sets = (
-        ("dispatch-regret-held-out", True, "held-out shapes (their timings set nothing in the dispatch)"),
-        ("dispatch-regret-studied", False, "studied shapes"),
-    )
+    Cases chosen under another rule are counted, not scored."""
+    found, sets = regret_sets(view)
+    if found is None:
+        return []
+    newest, source = found
     claims = []
-    for claim_id, held, where in sets:
-        cases = [(c, stand, fastest) for c, stand, fastest in scored if held_out(c) is held]
-        unscored = [c for c in earlier if held_out(c) is held]
-        if not cases:
-            continue
-        behind = [(c, s, f) for c, s, f in cases if s != f and view.outcome(c, s, f) == "win"]
+    for rs in sets:
+        if not rs.scored:
+            continue  # the page's prose counts what no rule scored (regret_summary)
+        behind = [(c, s, f) for c, s, f in rs.scored if s != f and view.outcome(c, s, f) == "win"]
         ratios = {c.case_id: c.ratio(s, f).value for c, s, f in behind}  # type: ignore[union-attr]
         over = [c for c, _, _ in behind if ratios[c.case_id] > REGRET_LINE.value]
+        where = "held-out shapes (their timings set nothing in the dispatch)" if rs.held_out else "studied shapes"
         text = sentence(
-            "Device time (graph replay), cold L2, on the {where}: the dispatch's choice was the fastest forced "
-            "variant or within the noise of it in {k} of {n} forward products",
+            "Device time (graph replay), cold L2, dispatch rule {rule} (run {run}), on the {where}: the dispatch's "
+            "choice was the fastest forced variant or within the noise of it in {k} of {n} forward products",
+            rule=newest,
+            run=source.run.run_id,
             where=where,
-            k=Num(len(cases) - len(behind), "count"),
-            n=Num(len(cases), "count"),
+            k=Num(len(rs.scored) - len(behind), "count"),
+            n=Num(len(rs.scored), "count"),
         )
         if behind:
             worst, stand, fastest = max(behind, key=lambda b: ratios[b[0].case_id])
@@ -536,14 +580,32 @@ def dispatch_regret(view: StudyView) -> list[Claim]:
                 chosen=dispatch_choice(worst)[0] or view.label(stand),
             )
         text += sentence("; {o} over {line}", o=Num(len(over), "count"), line=REGRET_LINE)
-        if unscored:
+        if rs.unscored:
             text += sentence(
                 " ({u} more ran under another dispatch rule, or one not recorded, and are not scored)",
-                u=Num(len(unscored), "count"),
+                u=Num(len(rs.unscored), "count"),
             )
         text += sentence(".")
+        claim_id = "dispatch-regret-held-out" if rs.held_out else "dispatch-regret-studied"
         claims.append(Claim(claim_id, text, not over, evidence=cases_evidence("regret over the line", over)))
     return claims
+
+
+def regret_summary(view: StudyView) -> dict[str, Any] | None:
+    """For the prose: the rule the regret observations score (None where no run recorded
+    one), and how many cold products of each set no observation scores."""
+    found, sets = regret_sets(view)
+    cases = [c for rs in sets for c, _, _ in rs.scored] + [c for rs in sets for c in rs.unscored]
+    if not cases:
+        return None
+    held, studied = sets
+    return {
+        "rule": found[0] if found else None,  # run-file text: the template's finalize escapes it
+        "run": found[1].run.run_id if found else None,
+        "unscored_held_out": count(len(held.unscored), held.unscored, "held-out products not scored"),
+        "unscored_studied": count(len(studied.unscored), studied.unscored, "studied products not scored"),
+        "scored_held_out": len(held.scored),
+    }
 
 
 # ----------------------------------------------------------------------------- losses
