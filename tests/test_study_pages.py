@@ -361,7 +361,10 @@ def test_matmul_dispatch_regret_is_scored_on_held_out_shapes_under_the_newest_ru
         "products ran under another rule, or none recorded, and are not scored." in words
     )
     rows = {(r["cells"]["case"]["text"], r["cells"]["l2"]["text"]): r["cells"] for r in
-            _table(out, "matmul-variants")["rows"]}  # fmt: skip
+            _table(out, "matmul-regret")["rows"]}  # fmt: skip
+    variants = {(r["cells"]["case"]["text"], r["cells"]["l2"]["text"]): r["cells"] for r in
+                _table(out, "matmul-variants")["rows"]}  # fmt: skip
+    assert variants[("Forward, bf16, 2048×2048×2048", "cold")]["dispatch"]["text"] == "persistent (another rule)"
     held = rows[("Forward, bf16, 3072×3072×3072", "cold")]
     assert held["set"]["text"] == "held out" and held["dispatch"]["text"] == "persistent"
     assert held["fastest"]["text"] == "Triton (Gluon), warp-specialized kernel forced"

@@ -254,43 +254,71 @@ def regret(c: CaseResult) -> Num | Text:
     return c.speedup(fastest, stand) or Text("—", "no ratio")
 
 
+def _dispatch_cell(c: CaseResult, newest: str | None) -> Text:
+    """What the dispatch chose, marked where another rule (or none recorded) chose it."""
+    chosen = dispatch_choice(c)[0]
+    status = rule_status(c, newest)
+    if chosen is None:
+        return Text("not recorded")
+    if status is None:
+        return Text(chosen, f"under dispatch rule {newest}, the newest run's")
+    shown = "another rule" if status == "another" else f"rule {status}"
+    return Text(f"{chosen} ({shown})", RULE_NOTES[status])
+
+
 def variants_table(view: StudyView) -> Table | None:
     """The forward products with every variant forced beside the default dispatch (and what
-    it dispatched to), each variant's median, cuBLAS's, and the dispatch's regret."""
+    it dispatched to), each variant's median, and cuBLAS's."""
     cases = forced_cases(view)
     if not cases:
         return None
     present = [v for v in (OURS, *FORCED, "cublas") if any(v in c.variants for c in cases)]
     cols = [Column("case", "Case", numeric=False), Column("l2", "L2", numeric=False)]
     cols += [Column(v, view.label(v), f"median µs, {DEVICE_TIME}") for v in present]
-    cols += [
-        Column("dispatch", "Dispatch chose", "the variant the default dispatch ran", numeric=False),
-        Column("fastest", "Fastest forced", "the forced variant with the lowest median", numeric=False),
-        Column("regret", "Regret", "the dispatch's choice's time / the fastest forced variant's: 1.00× is no regret"),
-        Column("set", "Shape", "held out: its timings set nothing in the dispatch", numeric=False),
-    ]
+    cols.append(Column("dispatch", "Dispatch chose", "the variant the default dispatch ran", numeric=False))
     table = Table(
         "matmul-variants", f"Every variant forced, beside the default dispatch and cuBLAS ({DEVICE_TIME})", cols
     )
     found = newest_rule(cases)
-    newest = found[0] if found else None
     for c in cases:
         row: dict[str, Any] = {"case": _title(c), "l2": l2_cell(c)}
         for v in present:
             row[v] = time_or_why(c, v)
-        chosen, _, fastest = dispatch_choice(c)
-        status = rule_status(c, newest)
-        if chosen is None:
-            row["dispatch"] = Text("not recorded")
-        elif status is None:
-            row["dispatch"] = Text(chosen, f"under dispatch rule {newest}, the newest run's")
-        else:
-            shown = "another rule" if status == "another" else f"rule {status}"
-            row["dispatch"] = Text(f"{chosen} ({shown})", RULE_NOTES[status])
-        row["fastest"] = Text(view.label(fastest) if fastest else "—")
-        row["regret"] = regret(c)
-        row["set"] = Text("held out" if held_out(c) else "studied")
+        row["dispatch"] = _dispatch_cell(c, found[0] if found else None)
         table.rows.append(row)
+    return table
+
+
+def regret_table(view: StudyView) -> Table | None:
+    """The dispatch scored, case by case: its choice, the fastest forced variant, the regret,
+    and whether the shape is held out."""
+    cases = forced_cases(view)
+    if not cases:
+        return None
+    cols = [
+        Column("case", "Case", numeric=False),
+        Column("l2", "L2", numeric=False),
+        Column("set", "Shape", "held out: its timings set nothing in the dispatch", numeric=False),
+        Column("dispatch", "Dispatch chose", "the variant the default dispatch ran", numeric=False),
+        Column("fastest", "Fastest forced", "the forced variant with the lowest median", numeric=False),
+        Column("regret", "Regret", "the dispatch's choice's time / the fastest forced variant's"),
+    ]
+    table = Table(
+        "matmul-regret", f"The dispatch's regret: its choice against the fastest variant ({DEVICE_TIME})", cols
+    )
+    found = newest_rule(cases)
+    for c in cases:
+        fastest = dispatch_choice(c)[2]
+        table.rows.append(
+            {
+                "case": _title(c),
+                "l2": l2_cell(c),
+                "set": Text("held out" if held_out(c) else "studied"),
+                "dispatch": _dispatch_cell(c, found[0] if found else None),
+                "fastest": Text(view.label(fastest) if fastest else "—"),
+                "regret": regret(c),
+            }
+        )
     return table
 
 
@@ -427,6 +455,7 @@ def extra(view: StudyView) -> dict[str, Any]:
         "evidence_table": evidence_table(view),
         "variants_table": variants_table(view),
         "regret": regret_summary(view),
+        "regret_table": regret_table(view),
         "grouping": grouping_table(view),
         "epilogues": epilogue_table(view),
         "decode": decode_table(view),
