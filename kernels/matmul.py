@@ -561,11 +561,14 @@ def _capability(index: int) -> tuple[int, int]:
 
 
 def default_config(
-    variant: str, dtype: torch.dtype, m: int = 0, n: int = 0, precision: str | None = None, sms: int = 132
-) -> TileConfig | None:
+    variant: str, dtype: torch.dtype, m: int = 0, n: int = 0, precision: str | None = None, sms: int = 132,
+    reg: int = 1,
+) -> TileConfig | None:  # fmt: skip
     """The tile a variant runs when no ``config`` is given (``None`` for ``autotuned``, which
-    picks its own) for an ``[m, k] @ [k, n]`` product on a GPU of ``sms`` SMs.  Under the
-    interpreter every variant runs ``INTERPRETER_CONFIG``."""
+    picks its own) for an ``[m, k] @ [k, n]`` product on a GPU of ``sms`` SMs.  ``reg``: the
+    persistent kernel's ``REG_OPERAND`` (TF32 only: with no operand in registers both are
+    staged in shared memory, and the 64-deep few-tiles tile does not fit; 32-deep does).
+    Under the interpreter every variant runs ``INTERPRETER_CONFIG``."""
     if variant == "autotuned":
         return None
     if INTERPRETER:
@@ -574,7 +577,12 @@ def default_config(
     if variant in ("persistent", "warp_specialized"):  # fp32 runs the persistent kernel (ws_eligible)
         if wide and precision == "tf32":
             big = PERSISTENT_CONFIG_TF32
-            return big if 2 * cdiv(m, big.block_m) * cdiv(n, big.block_n) >= sms else PERSISTENT_CONFIG_TF32_FEW
+            if 2 * cdiv(m, big.block_m) * cdiv(n, big.block_n) >= sms:
+                return big
+            # both operands in shared memory: 3 stages of 128x64 + 64x128 fp32 boxes and the
+            # 64 KB accumulator's staging need 262,168 B (compiled for sm_90), over the 232,448
+            # a program may use; 32-deep steps need half the ring.
+            return PERSISTENT_CONFIG_TF32_FEW if reg else PERSISTENT_CONFIG_FP32
         if wide:
             return PERSISTENT_CONFIG_FP32
         return PERSISTENT_CONFIG if variant == "persistent" else WS_CONFIG
@@ -585,10 +593,11 @@ def default_config(
 
 def default_variant(
     m: int, n: int, k: int, device: torch.device, dtype: torch.dtype = torch.bfloat16, epilogue: str | None = None,
-    precision: str | None = None,
+    precision: str | None = None, tma: bool = True,
 ) -> str:  # fmt: skip
     """The variant ``matmul(variant=None)`` runs for an ``[m, k] @ [k, n]`` product on ``device``
-    (``precision``: float32's, ``"tf32"`` or ``"ieee"``).
+    (``precision``: float32's, ``"tf32"`` or ``"ieee"``; ``tma``: whether TMA can read both
+    16-bit operands and N is a multiple of 16 bytes, :func:`ws_eligible`).
 
     - Decode-like (at most ``SPLIT_K_MAX_M`` rows): ``split_k`` where K is deep and the output
       has too few tiles to fill the GPU, else ``autotuned``.
@@ -596,19 +605,20 @@ def default_variant(
       ahead of the persistent kernel at 1024³ and 7% at 4096³, run
       matmul-20261203T144707Z-e7a7746).
     - On Hopper (compute capability 9.x): TF32 products of at least ``PERSISTENT_MIN_MNK`` run
-      ``persistent`` (its operand in registers, ``REG_OPERAND``); 16-bit products with at
-      least ``PERSISTENT_MIN_WAVES`` waves of the persistent kernel's tiles run
-      ``warp_specialized`` for the ``bias_gelu`` epilogue with at least ``WS_MIN_WAVES`` waves
-      of its tiles (it runs the persistent kernel where TMA cannot read the operands),
-      ``persistent`` for the rest.
+      ``persistent`` (its operand in registers, ``REG_OPERAND``).  16-bit products that TMA
+      cannot read run ``autotuned``; the others run ``warp_specialized`` with at least
+      ``WS_MIN_WAVES`` waves of its tiles, ``persistent`` with at least
+      ``PERSISTENT_MIN_WAVES`` waves of its own, ``autotuned`` below that.
     - ``autotuned`` otherwise; ``fixed`` under the interpreter (the autotuner has nothing to
       time there).
 
-    Why warp specialization only there: it hides an epilogue behind the other consumer's
-    main loop, and GELU is the epilogue that costs (special-function instructions).  On
-    plain products at 4096³ and 8192³ the persistent kernel ran 1.2-2.3% ahead of it, and
-    with bias + GELU at 8192³ bf16 it ran 1.4% ahead of the persistent kernel
-    (notes/2026-12-03-probe-ws-configs-c315e77.log)."""
+    Why (run matmul-20261203T202619Z-b035874, the first to time shapes held out from the
+    earlier rule, which ran the persistent kernel for every 16-bit product of a wave or more):
+    at 8192x50257x768 (N odd: no TMA) the persistent kernel's pointer loads compiled to no
+    matrix instruction (348 spilled registers) and took 32.4 ms where the autotuned kernel
+    took 5.2; the warp-specialized kernel ran 1.15x ahead of the persistent one at 3072³ and
+    at 2000x5120x5120, 1.06x at 4096x11008x4096, level at 4096x4096x11008.  In the studied
+    runs it was level at 4096³ (bf16; fp16 0.5-1.6% behind) and 1-1.5% ahead at 8192³."""
     if INTERPRETER or device.type != "cuda":
         return "fixed"
     sms = sm_count(device)
@@ -619,12 +629,13 @@ def default_variant(
         return "autotuned"
     if dtype == torch.float32:
         return "persistent" if precision == "tf32" and m * n * k >= PERSISTENT_MIN_MNK else "autotuned"
-    if cdiv(m, PERSISTENT_CONFIG.block_m) * cdiv(n, PERSISTENT_CONFIG.block_n) < PERSISTENT_MIN_WAVES * sms:
+    if not tma:
         return "autotuned"
-    tiles = cdiv(m, WS_CONFIG.block_m) * cdiv(n, WS_CONFIG.block_n)
-    if epilogue == "bias_gelu" and tiles >= WS_MIN_WAVES * sms:
+    if cdiv(m, WS_CONFIG.block_m) * cdiv(n, WS_CONFIG.block_n) >= WS_MIN_WAVES * sms:
         return "warp_specialized"
-    return "persistent"
+    if cdiv(m, PERSISTENT_CONFIG.block_m) * cdiv(n, PERSISTENT_CONFIG.block_n) >= PERSISTENT_MIN_WAVES * sms:
+        return "persistent"
+    return "autotuned"
 
 
 @functools.cache
@@ -838,7 +849,7 @@ def _prepare(
     where the launch happened here (split-K's two kernels; the autotuner's choosing call)."""
     (m, k), n = a.shape, b.shape[1]
     if variant is None:  # in the prepared launch's key as None: a hit skips this choice
-        variant = default_variant(m, n, k, a.device, a.dtype, epilogue, precision)
+        variant = default_variant(m, n, k, a.device, a.dtype, epilogue, precision, ws_eligible(a, b))
     a_lay, s_am, s_ak, a_vec = _layout(a)
     b_lay, s_bk, s_bn, b_vec = _layout(b)
     vec = 16 // out.element_size()
@@ -890,8 +901,13 @@ def _prepare(
             args = (*tensors, m, n, k, s_ak if a_t else s_am, s_bn if b_t else s_bk, s_bias, s_rm, s_rn)
             return _WS, _launch_key(index, tensors), (min(sm_count(a.device), tiles), 1, 1), args, consts, 4, 1, True
         variant = "persistent"  # what TMA cannot read, fp32, or a GPU before Hopper (a config applies as given)
+    use_tma = variant == "persistent" and (
+        _tma_ok(a, a_lay, a_vec) and _tma_ok(b, b_lay, b_vec)
+        and (INTERPRETER or _capability(index)[0] >= 9)
+    )  # fmt: skip
+    reg = reg_operand(a_lay, b_lay) if use_tma and a.dtype == torch.float32 and prec == "tf32" else 0
     cfg = config or default_config(variant, a.dtype, m, n, prec if a.dtype == torch.float32 else None,
-                                   sm_count(a.device))  # fmt: skip
+                                   sm_count(a.device), reg)  # fmt: skip
     assert cfg is not None
     strides = (s_am, s_ak, s_bk, s_bn, out.stride(0), s_bias, s_rm, s_rn)
     even_k = k % cfg.block_k == 0
@@ -902,12 +918,7 @@ def _prepare(
         return (_FIXED, _launch_key(index, tensors), (tiles, 1, 1), (*tensors, m, n, k, *strides), consts,
                 cfg.num_warps, cfg.num_stages, False)  # fmt: skip
     if variant == "persistent":
-        use_tma = (
-            _tma_ok(a, a_lay, a_vec) and _tma_ok(b, b_lay, b_vec)
-            and (INTERPRETER or _capability(index)[0] >= 9)
-        )  # fmt: skip
         sms = sm_count(a.device)
-        reg = reg_operand(a_lay, b_lay) if use_tma and a.dtype == torch.float32 and prec == "tf32" else 0
         consts = (a_lay, b_lay, r_lay, a_vec, b_vec, m_vec, c_vec, r_vec, k_vec, even_k, code, store_pre, prec,
                   *tile, sms, use_tma, reg)  # fmt: skip
         return (_PERSISTENT, _launch_key(index, tensors), (min(sms, tiles), 1, 1), (*tensors, m, n, k, *strides),

@@ -719,6 +719,14 @@ for a_lay, b_lay in ((1, 1), (2, 2), (1, 2), (2, 1)):
         probe(f"tf32 persistent {a_lay}{b_lay} reg {reg}", mm._mm_persistent_kernel, F6, INTS,
               {**consts(a_lay, b_lay, f32, vec=4), "NUM_SMS": 132, "USE_TMA": True, "REG_OPERAND": reg},
               f32.num_warps, f32.num_stages)
+# the tiles TF32's default runs, at many and at few tiles, in every layout
+for size in (4096, 1024):
+    for a_lay, b_lay in ((1, 1), (2, 2), (1, 2), (2, 1)):
+        reg = mm.reg_operand(a_lay, b_lay)
+        c = mm.default_config("persistent", mm.torch.float32, size, size, "tf32", 132, reg)
+        probe(f"tf32 default {size} {a_lay}{b_lay}", mm._mm_persistent_kernel, F6, INTS,
+              {**consts(a_lay, b_lay, c, vec=4), "NUM_SMS": 132, "USE_TMA": True, "REG_OPERAND": reg},
+              c.num_warps, c.num_stages)
 """
 
 
@@ -734,7 +742,7 @@ def test_kernels_compile_for_hopper_with_tma_wgmma_and_vector_loads() -> None:
                           timeout=600, cwd=root)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     reports = {r["name"]: r for r in map(json.loads, done.stdout.splitlines())}
-    assert len(reports) == 11
+    assert len(reports) == 19
     for name, r in reports.items():
         assert r["wgmma"] > 0, r
         assert r["vector_stores"] > 0, r
@@ -846,6 +854,10 @@ def test_tf32_default_tiles_follow_the_probe(monkeypatch) -> None:
     assert tf32(4096, 4096) == mm_module.PERSISTENT_CONFIG_TF32 == TileConfig(256, 128, 32, 8, 3, 8)
     assert tf32(2048, 2048) == mm_module.PERSISTENT_CONFIG_TF32  # 8 x 16 = 128 tiles: at least 66
     assert tf32(1024, 1024) == mm_module.PERSISTENT_CONFIG_TF32_FEW  # 32 tiles
+    # both operands K-major (no REG_OPERAND): the 64-deep tile's ring does not fit beside the
+    # accumulator's staging (262,168 B compiled for sm_90); the 32-deep one does
+    few_k_major = mm_module.default_config("persistent", torch.float32, 1024, 1024, "tf32", 132, reg=0)
+    assert few_k_major == mm_module.PERSISTENT_CONFIG_FP32 and few_k_major.block_k == 32
     assert mm_module.default_config("persistent", torch.float32, 4096, 4096, "ieee") == mm_module.PERSISTENT_CONFIG_FP32
     assert mm_module.default_config("persistent", torch.bfloat16, 4096, 4096) == mm_module.PERSISTENT_CONFIG
     assert mm_module.default_config("warp_specialized", torch.bfloat16, 4096, 4096) == mm_module.WS_CONFIG
@@ -858,8 +870,14 @@ def test_ws_default_dispatch(monkeypatch) -> None:
     monkeypatch.setattr(mm_module, "_capability", lambda index: (9, 0))
     dev = torch.device("cuda", 0)
     assert default_variant(4096, 4096, 4096, dev, torch.bfloat16, "bias_gelu") == "warp_specialized"
-    assert default_variant(4096, 4096, 4096, dev, torch.bfloat16) == "persistent"  # a plain product
-    assert default_variant(4096, 4096, 4096, dev, torch.bfloat16, "residual") == "persistent"
+    assert default_variant(4096, 4096, 4096, dev, torch.bfloat16) == "warp_specialized"  # 1024 tiles: 7.8 a SM
+    assert default_variant(4096, 4096, 4096, dev, torch.bfloat16, "residual") == "warp_specialized"
+    assert default_variant(3072, 3072, 3072, dev, torch.bfloat16) == "warp_specialized"  # 576 tiles: 4.4 a SM
+    # what TMA cannot read (N = 50257 is odd): the persistent kernel's pointer path compiled to
+    # no matrix instruction there; the autotuned kernel's loads keep wgmma
+    assert default_variant(8192, 50257, 768, dev, torch.bfloat16, tma=False) == "autotuned"
+    assert default_variant(4096, 4096, 4096, dev, torch.bfloat16, "bias_gelu", tma=False) == "autotuned"
+    assert default_variant(2560, 2560, 2560, dev, torch.bfloat16) == "persistent"  # 400 tiles: 3.0 a SM
     assert default_variant(4096, 4096, 4096, dev, torch.float32, "bias_gelu", "tf32") == "persistent"
     assert default_variant(4096, 4096, 4096, dev, torch.float32, None, "ieee") == "autotuned"  # FMA
     assert default_variant(1024, 1024, 1024, dev, torch.float32, None, "tf32") == "persistent"
@@ -869,7 +887,7 @@ def test_ws_default_dispatch(monkeypatch) -> None:
     # under one wave of the persistent kernel's 128x256 tiles: the autotuner's smaller tiles
     assert default_variant(2048, 2048, 2048, dev, torch.float16, "bias_gelu") == "autotuned"  # 128 tiles
     assert default_variant(1024, 1024, 1024, dev, torch.bfloat16) == "autotuned"
-    assert default_variant(16384, 1024, 1024, dev, torch.bfloat16) == "persistent"  # 512 tiles
+    assert default_variant(16384, 1024, 1024, dev, torch.bfloat16) == "warp_specialized"  # 1024 of its tiles
     assert default_variant(2176, 2048, 512, dev, torch.bfloat16) == "persistent"  # 17 x 8 = 136 tiles
     assert default_variant(1, 4096, 14336, dev) == "split_k"  # a deep K, 32 output tiles
     assert default_variant(16, 4096, 4096, dev) == "autotuned"  # K = 4096: one launch did better

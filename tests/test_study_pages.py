@@ -328,13 +328,13 @@ def test_matmul_dispatch_regret_is_scored_on_held_out_shapes_under_the_newest_ru
                                              step=(), epilogues=()), "feedfacecafe")  # fmt: skip
     _slow(old, "fwd/bf16/2048x2048x2048/", "triton-persistent", 1.3)
     _slow(old, "fwd/bf16/2048x2048x2048/", "triton", 1.3)
-    # The newer run: the studied shapes, and two held-out ones; at 3072³ the dispatch's
-    # choice (persistent) ran 1.15× the warp-specialized kernel's time, at 1536³ 1.02×.
-    fwd = {**synthstudies.MATMUL_FWD, "bf16": (*synthstudies.MATMUL_FWD["bf16"], (3072, 3072, 3072),
-                                                (1536, 1536, 1536))}  # fmt: skip
-    assert {(3072, 3072, 3072), (1536, 1536, 1536)} <= set(HELD_OUT)
+    # The newer run: the studied shapes, and two held-out ones; at 2560³ the dispatch's
+    # choice (persistent) ran 1.15× the warp-specialized kernel's time, at 6144x6144x2048 1.02×.
+    fwd = {**synthstudies.MATMUL_FWD, "bf16": (*synthstudies.MATMUL_FWD["bf16"], (2560, 2560, 2560),
+                                                (6144, 6144, 2048))}  # fmt: skip
+    assert {(2560, 2560, 2560), (6144, 6144, 2048)} <= set(HELD_OUT)
     new = synthstudies.matmul_doc("matmul-20261202T000000Z-bbbbbbb", "2026-12-02T00:00:00Z", fwd=fwd)
-    for shape, factor in (("3072x3072x3072", 1.15), ("1536x1536x1536", 1.02)):
+    for shape, factor in (("2560x2560x2560", 1.15), ("6144x6144x2048", 1.02)):
         _slow(new, f"fwd/bf16/{shape}/", "triton-persistent", factor)
         _slow(new, f"fwd/bf16/{shape}/", "triton", factor)
     for case in new["cases"]:  # one case as a run from before the record would hold it, one unreadable
@@ -351,7 +351,7 @@ def test_matmul_dispatch_regret_is_scored_on_held_out_shapes_under_the_newest_ru
     assert (
         "on the held-out shapes (their timings set nothing in the dispatch): the dispatch's choice was the fastest "
         "forced variant or within the noise of it in 0 of 2 forward products; the largest regret was at "
-        "fwd/bf16/3072x3072x3072/cold, where Triton (Gluon), warp-specialized kernel forced ran 1.15× faster than "
+        "fwd/bf16/2560x2560x2560/cold, where Triton (Gluon), warp-specialized kernel forced ran 1.15× faster than "
         "the choice (persistent); 1 over 1.05×" in words
     )  # (the words join an element's text to the next with a space: "1.05× .")
     assert "or within the noise of it in 9 of 9 forward products; 0 over 1.05× ( 3 more ran under another" in words
@@ -365,7 +365,7 @@ def test_matmul_dispatch_regret_is_scored_on_held_out_shapes_under_the_newest_ru
     variants = {(r["cells"]["case"]["text"], r["cells"]["l2"]["text"]): r["cells"] for r in
                 _table(out, "matmul-variants")["rows"]}  # fmt: skip
     assert variants[("Forward, bf16, 2048×2048×2048", "cold")]["dispatch"]["text"] == "persistent (another rule)"
-    held = rows[("Forward, bf16, 3072×3072×3072", "cold")]
+    held = rows[("Forward, bf16, 2560×2560×2560", "cold")]
     assert held["set"]["text"] == "held out" and held["dispatch"]["text"] == "persistent"
     assert held["fastest"]["text"] == "Triton (Gluon), warp-specialized kernel forced"
     assert held["regret"]["value"] == pytest.approx(1.15, rel=1e-3)
