@@ -638,6 +638,14 @@ def default_variant(
     return "autotuned"
 
 
+def dispatch(a: torch.Tensor, b: torch.Tensor, epilogue: str | None = None, precision: str | None = None) -> str:
+    """The variant ``matmul(a, b, variant=None, ...)`` runs: :func:`default_variant` at these
+    operands' shapes, with whether TMA can read them as they lie (strides, alignment).  The
+    sweep records this, so its record is the call's own choice."""
+    (m, k), n = a.shape, b.shape[1]
+    return default_variant(m, n, k, a.device, a.dtype, epilogue, precision, ws_eligible(a, b))
+
+
 @functools.cache
 def dispatch_rule() -> str:
     """A fingerprint of :func:`default_variant`, ten hex digits: its code (tokens, without the
@@ -849,7 +857,7 @@ def _prepare(
     where the launch happened here (split-K's two kernels; the autotuner's choosing call)."""
     (m, k), n = a.shape, b.shape[1]
     if variant is None:  # in the prepared launch's key as None: a hit skips this choice
-        variant = default_variant(m, n, k, a.device, a.dtype, epilogue, precision, ws_eligible(a, b))
+        variant = dispatch(a, b, epilogue, precision)
     a_lay, s_am, s_ak, a_vec = _layout(a)
     b_lay, s_bk, s_bn, b_vec = _layout(b)
     vec = 16 // out.element_size()

@@ -317,14 +317,18 @@ def _read_evidence(case: Params, forced: str | None, config: dict[str, int] | No
 
 
 def _dispatch(case: Params) -> str | None:
-    """The variant the default dispatch runs at this case's shape on this GPU."""
+    """The variant the default dispatch runs for this case's operands on this GPU: asked of
+    ``kernels.matmul.dispatch`` with operands laid out as :meth:`inputs` lays them (fresh,
+    row-major; uninitialised: only their shapes, strides and alignment count), so a choice
+    that depends on TMA reading them is the one the call makes."""
     if not torch.cuda.is_available():
         return None
     try:
         m, n, k = dims(case)
         device = torch.device("cuda", torch.cuda.current_device())
-        return str(_km().default_variant(m, n, k, device, DTYPES[case["dtype"]], EPILOGUES.get(case["op"]),
-                                         PRECISION.get(case["dtype"])))  # fmt: skip
+        dtype = DTYPES[case["dtype"]]
+        a, b = torch.empty(m, k, device=device, dtype=dtype), torch.empty(k, n, device=device, dtype=dtype)
+        return str(_km().dispatch(a, b, EPILOGUES.get(case["op"]), PRECISION.get(case["dtype"])))
     except Exception as exc:  # recorded, not raised: meta never stops a case
         return f"unknown ({type(exc).__name__})"
 
