@@ -724,7 +724,7 @@ for size in (4096, 1024):
     for a_lay, b_lay in ((1, 1), (2, 2), (1, 2), (2, 1)):
         reg = mm.reg_operand(a_lay, b_lay)
         c = mm.default_config("persistent", mm.torch.float32, size, size, "tf32", 132, reg)
-        probe(f"tf32 default {size} {a_lay}{b_lay}", mm._mm_persistent_kernel, F6, INTS,
+        probe(f"tf32 persistent default {size} {a_lay}{b_lay}", mm._mm_persistent_kernel, F6, INTS,
               {**consts(a_lay, b_lay, c, vec=4), "NUM_SMS": 132, "USE_TMA": True, "REG_OPERAND": reg},
               c.num_warps, c.num_stages)
 """
