@@ -439,6 +439,12 @@ def test_matmul_gelu_epilogue_loss_names_its_cause() -> None:
     step = case("mm")
     step.params["direction"] = "fwd+bwd"
     assert explain(step, "cublas") == "backward"
+    # a row of N = 50257 or K = 8195 bf16 elements is not a whole number of 16 bytes; 4100 fp32 ones are
+    odd_n, odd_k, fp32_k = case("mm"), case("mm"), case("mm")
+    odd_n.params["cols"], odd_k.params["k"] = 50257, 8195
+    fp32_k.params["dtype"], fp32_k.params["k"] = "fp32", 4100
+    assert explain(odd_n, "compile") == "unaligned-rows" == explain(odd_k, "cublas")
+    assert explain(fp32_k, "cublas") == "fp32-fma"
     # a reason is prose on the page: a measured number in it would fail the build at the first loss
     from publish.check import stray_numbers
 

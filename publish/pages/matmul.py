@@ -659,6 +659,9 @@ def explain(c: CaseResult, peer: str) -> str | None:
         return "decode"
     if c.flops and c.flops <= 2 * 1024**3:  # 1024³ and below: a few microseconds
         return "small"
+    size = 4 if c.params["dtype"] in ("tf32", "fp32") else 2
+    if any(int(c.params[d]) * size % 16 for d in ("cols", "k")):
+        return "unaligned-rows"
     if c.params["direction"] == "fwd+bwd":
         return "backward"
     if c.params.get("op") == "mm_bias_gelu":
@@ -676,6 +679,13 @@ REASONS = {
         "older matrix instruction",
         "Our compiled kernel uses the warp-level HMMA (mma.sync) rather than Hopper's warpgroup HGMMA (the evidence "
         "table counts both): it feeds the tensor cores from registers instead of straight from shared memory.",
+    ),
+    "unaligned-rows": (
+        "rows not 16-byte aligned",
+        "A row of B or C (N elements) or of A (K elements) is not a whole number of 16 bytes here: TMA cannot read "
+        "the operands and no 16-byte vector load lines up with every row, so the dispatch runs the autotuned kernel "
+        "on narrower loads. torch.compile pads such operands to an aligned stride first, which is how it runs this "
+        "shape several times faster than cuBLAS does.",
     ),
     "decode": (
         "weight-read bound",
