@@ -24,6 +24,7 @@ HBM.  Exploration, not a study: JSON lines.
 
 from __future__ import annotations
 
+import importlib
 import json
 import statistics
 import sys
@@ -33,7 +34,7 @@ import torch
 
 sys.path.insert(0, ".")
 
-import kernels.matmul as km
+km = importlib.import_module("kernels.matmul")  # the package exports a function of this name
 
 ROUNDS = 7
 CALLS = 10
