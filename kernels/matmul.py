@@ -102,7 +102,7 @@ import inspect
 import io
 import textwrap
 import tokenize
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -492,14 +492,28 @@ INTERPRETER_CONFIG = TileConfig(32, 32, 32, 2, 1, 4)
 
 # Default dispatch thresholds, from the GEMM study's runs on the H200.  Split-K only where K is
 # deep: at K = 4096 (weights 4096x4096 and 14336x4096, M = 1 to 128, run
-# matmul-20261201T072628Z-ebbf780) the autotuned kernel's device time was within 7% of
-# split-K's at M = 1 and ahead at every other M (up to 1.5x at M = 128), and it is one launch
+# matmul-20261201T072628Z-ebbf780, split-K's tile before SPLIT_K_CONFIG; not timed again since)
+# the autotuned kernel's device time was within 7% of split-K's at M = 1 and ahead at every
+# other M (up to 1.5x at M = 128), and it is one launch
 # where split-K is two and a workspace (an eager call's host cost: 16.5 µs against 47 on the
 # host of notes/2026-12-03-probe-mm-host-6608a6e.log).  A deep K read by as few programs as
 # the output has tiles is what split-K is for.
 SPLIT_K_MAX_M = 128  # decode-like: at most this many rows ...
 SPLIT_K_MIN_K = 8192  # ... a deep K ...
 MAX_SPLITS = 16
+# ... and an output of at most half a wave of split-K's tiles: with more, one split a tile is
+# all a wave holds, and split-K is the autotuned kernel plus a second launch.  At 11008x8192
+# (86 tiles of 128 columns) the autotuned kernel was level or ahead at M = 4, 16 and 128
+# (notes/2026-12-04-probe-split-decode-f9cfa43.log).
+SPLIT_K_MAX_WAVE = 0.5
+# Split-K's 16-bit tile (block_m from M's bucket, up to 128): notes/probe_split_decode.py timed
+# ten tiles and three split counts on four weights (4096x14336, 2048x8192, 6144x16384,
+# 11008x8192; M = 1 to 128).  128x64 boxes of the weight, 6 stages, 4 warps, split to fill one
+# wave, was within 5% of the best candidate at 19 of the 24 products (the worst 12%, at
+# 2048x8192 M = 128) and 1.1-1.7x ahead of the previous tile (128-deep, 4 stages, splits for
+# two programs an SM: three rounds of programs on 132 SMs at M = 32, where one fits an SM).
+SPLIT_K_CONFIG = TileConfig(16, SPLIT_K_BLOCK_N, 64, 1, 6, 4)  # block_m: M's bucket
+SPLIT_K_CONFIG_FP32 = TileConfig(64, SPLIT_K_BLOCK_N, 64, 1, 4, 4)  # block_m: M's bucket up to 64
 PERSISTENT_MIN_MNK = 1024**3  # TF32: persistent on Hopper from M·N·K of 1024³ up
 # 16-bit operands: persistent from one wave of its 128x256 tiles up.  At 1024³ (32 tiles) the
 # autotuned kernel's smaller tiles ran 2x faster (7.7 µs against 15.2, bf16, run
@@ -587,7 +601,7 @@ def default_config(
             return PERSISTENT_CONFIG_FP32
         return PERSISTENT_CONFIG if variant == "persistent" else WS_CONFIG
     if variant == "split_k":
-        return TileConfig(min(64, m_bucket(m)), SPLIT_K_BLOCK_N, 64 if wide else 128, 1, 4, 4)
+        return split_config(m, dtype)
     return FIXED_CONFIG
 
 
@@ -599,8 +613,9 @@ def default_variant(
     (``precision``: float32's, ``"tf32"`` or ``"ieee"``; ``tma``: whether TMA can read both
     16-bit operands and N is a multiple of 16 bytes, :func:`ws_eligible`).
 
-    - Decode-like (at most ``SPLIT_K_MAX_M`` rows): ``split_k`` where K is deep and the output
-      has too few tiles to fill the GPU, else ``autotuned``.
+    - Decode-like (at most ``SPLIT_K_MAX_M`` rows): ``split_k`` where K is at least
+      ``SPLIT_K_MIN_K`` and split-K's tiles (:func:`split_config`) fill at most
+      ``SPLIT_K_MAX_WAVE`` of a wave, else ``autotuned``.
     - IEEE float32: ``autotuned`` (FMA, not tensor cores: no TMA pipeline to feed; it ran 1.9x
       ahead of the persistent kernel at 1024³ and 7% at 4096³, run
       matmul-20261203T144707Z-e7a7746).
@@ -623,7 +638,8 @@ def default_variant(
         return "fixed"
     sms = sm_count(device)
     if m <= SPLIT_K_MAX_M:  # decode-like: the weight's read is the cost, not the tiles' arithmetic
-        return "split_k" if k >= SPLIT_K_MIN_K and cdiv(n, SPLIT_K_BLOCK_N) < sms else "autotuned"
+        tiles = cdiv(m, split_config(m, dtype).block_m) * cdiv(n, SPLIT_K_BLOCK_N)
+        return "split_k" if k >= SPLIT_K_MIN_K and tiles <= SPLIT_K_MAX_WAVE * sms else "autotuned"
     index = device.index if device.index is not None else current_device()
     if _capability(index)[0] != 9:
         return "autotuned"
@@ -700,13 +716,26 @@ def ws_eligible(a: torch.Tensor, b: torch.Tensor) -> bool:
     return _tma_ok(a, a_lay, a_vec) and _tma_ok(b, b_lay, b_vec)
 
 
+def split_config(m: int, dtype: torch.dtype) -> TileConfig:
+    """Split-K's tile for ``m`` rows of ``dtype``: ``SPLIT_K_CONFIG`` (16-bit) or
+    ``SPLIT_K_CONFIG_FP32`` with ``block_m`` M's bucket (:func:`m_bucket`), up to its own."""
+    if INTERPRETER:
+        return INTERPRETER_CONFIG
+    if dtype == torch.float32:
+        return replace(SPLIT_K_CONFIG_FP32, block_m=min(SPLIT_K_CONFIG_FP32.block_m, m_bucket(m)))
+    return replace(SPLIT_K_CONFIG, block_m=min(SPLIT_K_MAX_M, m_bucket(m)))
+
+
 def split_count(m: int, n: int, k: int, config: TileConfig, sms: int) -> tuple[int, int]:
-    """(splits, k_per_split) of split-K: enough splits that tiles x splits reaches about two
-    programs per SM, at most ``MAX_SPLITS`` and at most one per K block; ``k_per_split`` is a
-    multiple of ``block_k`` and no split is empty."""
+    """(splits, k_per_split) of split-K: as many splits as one wave of programs holds (tiles x
+    splits ≤ ``sms``; a weight read is the cost, and a second round of programs would start
+    when the first has read its share), at least 1, at most ``MAX_SPLITS`` and at most one per
+    K block; ``k_per_split`` is a multiple of ``block_k`` and no split is empty.  One wave
+    against two programs an SM: 33.9 against 35.4 µs at 1x4096x14336, 12.4 against 15.4 at
+    1x2048x8192 (notes/2026-12-04-probe-split-decode-f9cfa43.log)."""
     tiles = cdiv(m, config.block_m) * cdiv(n, config.block_n)
     k_blocks = cdiv(k, config.block_k)
-    splits = max(1, min(cdiv(2 * sms, tiles), k_blocks, MAX_SPLITS))
+    splits = max(1, min(sms // tiles, k_blocks, MAX_SPLITS))
     k_per_split = cdiv(k_blocks, splits) * config.block_k
     return cdiv(k, k_per_split), k_per_split
 

@@ -358,6 +358,22 @@ def test_split_count_keeps_every_split_non_empty() -> None:
     assert split_count(1, 4096, 14336, cfg, 132)[0] > 1  # decode: 32 tiles alone would leave SMs idle
 
 
+def test_split_k_fills_one_wave_with_its_tile(monkeypatch) -> None:
+    # tiles x splits ≤ SMs: a second round of programs would start after the first had read its
+    # share of the weight (three rounds at M = 32 under the earlier count, 1.4x slower)
+    monkeypatch.setattr(mm_module, "INTERPRETER", False)
+    tile = lambda m, dtype=torch.bfloat16: mm_module.default_config("split_k", dtype, m)
+    assert tile(1) == TileConfig(16, 128, 64, 1, 6, 4) == mm_module.SPLIT_K_CONFIG
+    assert [tile(m).block_m for m in (1, 16, 17, 32, 48, 64, 96, 128)] == [16, 16, 32, 32, 64, 64, 128, 128]
+    assert tile(128, torch.float32) == TileConfig(64, 128, 64, 1, 4, 4)  # 4-byte operands: half the rows
+    for (m, n, k), splits in {(1, 4096, 14336): 4, (32, 4096, 14336): 4, (128, 4096, 14336): 4,
+                              (1, 2048, 8192): 8, (128, 6144, 16384): 2, (8, 8192, 28672): 2,
+                              (48, 5120, 13824): 3, (1, 512, 8192): 16}.items():  # fmt: skip
+        got, per = split_count(m, n, k, tile(m), 132)
+        tiles = mm_module.cdiv(m, tile(m).block_m) * mm_module.cdiv(n, 128)
+        assert got == splits and tiles * got <= 132 and (got - 1) * per < k <= got * per, (m, n, k, got)
+
+
 @pytest.mark.parametrize("epilogue", EPILOGUES)
 @pytest.mark.parametrize(("m", "n", "k"), [(0, 7, 5), (6, 0, 5), (6, 7, 0), (0, 0, 0)])
 def test_empty_dimensions_give_torchs_result(m, n, k, epilogue) -> None:
@@ -890,6 +906,12 @@ def test_ws_default_dispatch(monkeypatch) -> None:
     assert default_variant(16384, 1024, 1024, dev, torch.bfloat16) == "warp_specialized"  # 1024 of its tiles
     assert default_variant(2176, 2048, 512, dev, torch.bfloat16) == "persistent"  # 17 x 8 = 136 tiles
     assert default_variant(1, 4096, 14336, dev) == "split_k"  # a deep K, 32 output tiles
+    assert default_variant(128, 4096, 14336, dev) == "split_k"  # one row of 128: 32 tiles
+    assert default_variant(8, 8192, 28672, dev) == "split_k"  # 64 tiles: half a wave
+    # 86 tiles: more than half a wave, one split a tile is all a wave holds
+    assert default_variant(1, 11008, 8192, dev) == "autotuned"
+    assert default_variant(128, 8576, 8192, dev) == "autotuned"  # 67 tiles of 128 rows and columns ...
+    assert default_variant(128, 8448, 8192, dev) == "split_k"  # ... and 66, half of 132
     assert default_variant(16, 4096, 4096, dev) == "autotuned"  # K = 4096: one launch did better
     assert default_variant(128, 14336, 4096, dev) == "autotuned"
     monkeypatch.setattr(mm_module, "_capability", lambda index: (8, 0))

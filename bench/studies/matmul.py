@@ -92,8 +92,13 @@ TUNED_ON = [(1536, 1536, 1536), (3072, 3072, 3072), (2000, 5120, 5120), (4096, 1
 # off the tile (3000x7168x3000), a tall product with few columns (12288x1536x1536), a
 # vocabulary projection with an odd N (32001: no TMA), and decode at M = 48 and M = 8 against
 # deep weights (5120x13824, 8192x28672).
+# A third set, decode, chosen on 2026-12-04 before split-K's refit (notes/probe_split_decode.py,
+# which timed none of the held-out shapes) ran on any of it: weights of 3584x18944,
+# 7168x18432 and 2560x9728 at M = 24, 100 and 2 (split-K's side of its rule), and 9216x8192
+# at M = 16 (72 tiles: more than half a wave, the autotuned kernel's side).
 HELD_OUT = [(2560, 2560, 2560), (6144, 6144, 2048), (3000, 7168, 3000), (12288, 1536, 1536),
-            (4096, 32001, 1024), (48, 5120, 13824), (8, 8192, 28672)]  # fmt: skip
+            (4096, 32001, 1024), (48, 5120, 13824), (8, 8192, 28672),
+            (24, 3584, 18944), (100, 7168, 18432), (2, 2560, 9728), (16, 9216, 8192)]  # fmt: skip
 EPILOGUES = {"mm_bias": "bias", "mm_bias_gelu": "bias_gelu", "mm_residual": "residual"}  # op -> our epilogue
 QUICK = {
     ("fwd", "bf16"): [(127, 255, 65), (4096, 4096, 4096), (8192, 8192, 8192), (16, 4096, 4096)],
