@@ -504,7 +504,7 @@ MAX_SPLITS = 16
 # ... and an output of at most half a wave of split-K's tiles: with more, one split a tile is
 # all a wave holds, and split-K is the autotuned kernel plus a second launch.  At 11008x8192
 # (86 tiles of 128 columns) the autotuned kernel was level or ahead at M = 4, 16 and 128
-# (notes/2026-12-04-probe-split-decode-f9cfa43.log).
+# (notes/2026-12-04-probe-split-decode-589dd89.log).
 SPLIT_K_MAX_WAVE = 0.5
 # Split-K's 16-bit tile (block_m from M's bucket, up to 128): notes/probe_split_decode.py timed
 # ten tiles and three split counts on four weights (4096x14336, 2048x8192, 6144x16384,
@@ -732,7 +732,7 @@ def split_count(m: int, n: int, k: int, config: TileConfig, sms: int) -> tuple[i
     when the first has read its share), at least 1, at most ``MAX_SPLITS`` and at most one per
     K block; ``k_per_split`` is a multiple of ``block_k`` and no split is empty.  One wave
     against two programs an SM: 33.9 against 35.4 µs at 1x4096x14336, 12.4 against 15.4 at
-    1x2048x8192 (notes/2026-12-04-probe-split-decode-f9cfa43.log)."""
+    1x2048x8192 (notes/2026-12-04-probe-split-decode-589dd89.log)."""
     tiles = cdiv(m, config.block_m) * cdiv(n, config.block_n)
     k_blocks = cdiv(k, config.block_k)
     splits = max(1, min(sms // tiles, k_blocks, MAX_SPLITS))
