@@ -273,9 +273,11 @@ def test_persistent_kernel_uses_tma_and_wgmma_without_spills() -> None:
 def test_default_dispatch_on_this_gpu() -> None:
     dev = torch.device("cuda")
     assert default_variant(1, 4096, 14336, dev) == "split_k"
-    assert default_variant(8192, 8192, 8192, dev) == ("persistent" if is_hopper() else "autotuned")
-    big = "warp_specialized" if is_hopper() else "autotuned"
+    big = "warp_specialized" if is_hopper() else "autotuned"  # any epilogue, from four waves of its tiles
+    assert default_variant(8192, 8192, 8192, dev) == big
     assert default_variant(8192, 8192, 8192, dev, torch.bfloat16, "bias_gelu") == big
+    assert default_variant(2560, 2560, 2560, dev) == ("persistent" if is_hopper() else "autotuned")
+    assert default_variant(1, 11008, 8192, dev) == "autotuned"  # 86 split-K tiles: over half a wave
     assert default_variant(512, 512, 512, dev) == "autotuned"
 
 
