@@ -95,10 +95,13 @@ TUNED_ON = [(1536, 1536, 1536), (3072, 3072, 3072), (2000, 5120, 5120), (4096, 1
 # A third set, decode, chosen on 2026-12-04 before split-K's refit (notes/probe_split_decode.py,
 # which timed none of the held-out shapes) ran on any of it: weights of 3584x18944,
 # 7168x18432 and 2560x9728 at M = 24, 100 and 2 (split-K's side of its rule), and 9216x8192
-# at M = 16 (72 tiles: more than half a wave, the autotuned kernel's side).
+# at M = 16 (72 tiles: more than half a wave, the autotuned kernel's side).  A fourth, decode
+# with K under 8192, chosen before notes/probe_split_shallow.py (which does not time them)
+# ran: 40x3072x5120, 8x6144x3072 and 120x1536x6144.
 HELD_OUT = [(2560, 2560, 2560), (6144, 6144, 2048), (3000, 7168, 3000), (12288, 1536, 1536),
             (4096, 32001, 1024), (48, 5120, 13824), (8, 8192, 28672),
-            (24, 3584, 18944), (100, 7168, 18432), (2, 2560, 9728), (16, 9216, 8192)]  # fmt: skip
+            (24, 3584, 18944), (100, 7168, 18432), (2, 2560, 9728), (16, 9216, 8192),
+            (40, 3072, 5120), (8, 6144, 3072), (120, 1536, 6144)]  # fmt: skip
 EPILOGUES = {"mm_bias": "bias", "mm_bias_gelu": "bias_gelu", "mm_residual": "residual"}  # op -> our epilogue
 QUICK = {
     ("fwd", "bf16"): [(127, 255, 65), (4096, 4096, 4096), (8192, 8192, 8192), (16, 4096, 4096)],
