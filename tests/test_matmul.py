@@ -912,6 +912,9 @@ def test_ws_default_dispatch(monkeypatch) -> None:
     assert default_variant(1, 11008, 8192, dev) == "autotuned"
     assert default_variant(128, 8576, 8192, dev) == "autotuned"  # 67 tiles of 128 rows and columns ...
     assert default_variant(128, 8448, 8192, dev) == "split_k"  # ... and 66, half of 132
+    # float32's split-K tile is 64 rows: 128 rows are two rows of tiles, 132 tiles at N = 8448
+    assert default_variant(128, 8448, 8192, dev, torch.float32, None, "tf32") == "autotuned"
+    assert default_variant(64, 8448, 8192, dev, torch.float32, None, "tf32") == "split_k"
     assert default_variant(16, 4096, 4096, dev) == "autotuned"  # K = 4096: one launch did better
     assert default_variant(128, 14336, 4096, dev) == "autotuned"
     monkeypatch.setattr(mm_module, "_capability", lambda index: (8, 0))

@@ -445,6 +445,13 @@ def test_matmul_gelu_epilogue_loss_names_its_cause() -> None:
     fp32_k.params["dtype"], fp32_k.params["k"] = "fp32", 4100
     assert explain(odd_n, "compile") == "unaligned-rows" == explain(odd_k, "cublas")
     assert explain(fp32_k, "cublas") == "fp32-fma"
+    # decode: the weight's read is the cost, whichever matrix instruction the small tile compiled to
+    hmma_decode = case("mm")
+    hmma_decode.params.update(rows=64, cols=4096, k=4096)
+    hmma_decode.variants[OURS].meta["matrix_path"] = "mma.sync"
+    assert explain(hmma_decode, "cublas") == "decode"
+    hmma_decode.variants[OURS].meta["spills"] = [8]
+    assert explain(hmma_decode, "cublas") == "spills"
     # a reason is prose on the page: a measured number in it would fail the build at the first loss
     from publish.check import stray_numbers
 

@@ -649,6 +649,8 @@ def explain(c: CaseResult, peer: str) -> str | None:
     spills = ours.meta.get("spills")
     if isinstance(spills, list) and any(isinstance(s, int) and s > 0 for s in spills):
         return "spills"
+    if decode(c) and c.params["dtype"] in ("bf16", "fp16"):  # bandwidth-bound: the instruction is not the cost
+        return "decode"
     if path == "mma.sync" and c.params["dtype"] in ("bf16", "fp16", "tf32"):
         return "no-wgmma"
     if c.params["dtype"] == "tf32" and path == "wgmma":
@@ -690,7 +692,10 @@ REASONS = {
     "decode": (
         "weight-read bound",
         "A decode-like product reads the whole weight for a few rows: the time is the weight's read, and how evenly "
-        "it is spread over the SMs (split-K, the decode table's % copy) decides it, not the tile's arithmetic.",
+        "it is spread over the SMs decides it (the decode table's % copy), not the tile's arithmetic or its matrix "
+        "instruction. Split-K spreads it; the dispatch takes split-K only where K is 8192 or more, since below "
+        "that its second launch costs an eager call more than it saves on the device (the decode table's split-K "
+        "column shows what it would give).",
     ),
     "small": (
         "launch-bound",
