@@ -633,7 +633,12 @@ def default_variant(
     matrix instruction (348 spilled registers) and took 32.4 ms where the autotuned kernel
     took 5.2; the warp-specialized kernel ran 1.15x ahead of the persistent one at 3072³ and
     at 2000x5120x5120, 1.06x at 4096x11008x4096, level at 4096x4096x11008.  In the studied
-    runs it was level at 4096³ (bf16; fp16 0.5-1.6% behind) and 1-1.5% ahead at 8192³."""
+    runs it was level at 4096³ (bf16; fp16 0.5-1.6% behind) and 1-1.5% ahead at 8192³.
+    Split-K's half-wave bound: notes/2026-12-04-probe-split-decode-589dd89.log (at 11008x8192,
+    86 tiles, the autotuned kernel was level or ahead); under it, run
+    matmul-20261204T045154Z-74975d6 had the choice within 4% of cuBLAS on five held-out
+    decode products and ahead of split-K on the sixth (16x9216x8192, autotuned: 38.3 against
+    40.8 µs)."""
     if INTERPRETER or device.type != "cuda":
         return "fixed"
     sms = sm_count(device)
