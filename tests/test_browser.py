@@ -27,7 +27,7 @@ PAGES = [p.output.replace(".md", ".html") for p in pages()] + ["review.html"]
 # codes from a peer's error message ("[91m").
 LEFTOVERS = re.compile(
     r"\{\{|\}\}|\{%|%\}|object at 0x|Markup\(|Num\(|Text\(|Source\(|\bNone\b|\bnan\b|Undefined|[<>`]"
-    r"|\x1b|\[\d{1,3}(?:;\d{1,3})*m"
+    r"|\x1b|\[\d{1,3}(?:;\d{1,3})*m|&#\d+;|&#x[0-9a-fA-F]+;"  # ... or an escape shown as text
 )
 
 

@@ -49,7 +49,7 @@ EPILOGUE_PEERS = {
 PEERS = ("cublas", "compile", *(p for peers in EPILOGUE_PEERS.values() for p in peers))
 OPS = {"mm": "product", "mm_bias": "with bias", "mm_bias_gelu": "with bias and GELU", "mm_residual": "with residual"}
 DECODE_MAX_M = 128  # a decode-like product: at most this many rows (bench/studies/matmul.py) ...
-DECODE_MIN_WEIGHT = 4096 * 4096  # ... against a weight (N·K) at least this large
+DECODE_MIN_WEIGHT = 1024 * 4096  # ... against a weight (N·K) at least this large (8 MB in bf16)
 
 
 def decode(c: CaseResult) -> bool:
@@ -693,9 +693,10 @@ REASONS = {
         "weight-read bound",
         "A decode-like product reads the whole weight for a few rows: the time is the weight's read, and how evenly "
         "it is spread over the SMs decides it (the decode table's % copy), not the tile's arithmetic or its matrix "
-        "instruction. Split-K spreads it; the dispatch takes split-K only where K is 8192 or more, since below "
-        "that its second launch costs an eager call more than it saves on the device (the decode table's split-K "
-        "column shows what it would give).",
+        "instruction. Split-K spreads it; the dispatch takes split-K only where K is 8192 or more and its tiles "
+        "fill at most half the GPU, since below that depth its second launch and workspace cost an eager call "
+        "more than it saves on the device (the decode table's split-K column shows what it would give; each run "
+        "file holds every forced variant's eager times).",
     ),
     "small": (
         "launch-bound",
@@ -708,7 +709,7 @@ REASONS = {
         "one tile's main loop and the next, with the tensor cores idle: two special-function instructions an "
         "output, at 16 an SM issues a clock, set a floor under that pause which the probe of "
         "notes/2026-12-02-probe-matmul-tiles-db8affa.log measured close to. The warp-specialized variant runs it in "
-        "one consumer warpgroup while the other multiplies; the variants table shows which ran here.",
+        "one consumer warpgroup while the other multiplies; the evidence table shows which ran here.",
     ),
     "tf32-operand": (
         "TF32 operand through registers",
