@@ -26,9 +26,10 @@ The variants:
   addresses), the loop nest flattened so the pipeline does not drain between tiles.
   Default tile 128x256x64, 3 stages, 8 warps, grouped by 16 tile rows (the tile that reached
   ~0.97-1.0x cuBLAS at 4096³/8192³ on the H200 in one probe; the group from a second,
-  ``PERSISTENT_CONFIG``).  Layouts TMA cannot read (an inner stride that is
-  not 1, a row stride or base that is not 16-byte aligned) take the same persistent loop
-  with pointer loads.  The descriptors need global scratch (``triton.set_allocator``, set
+  ``PERSISTENT_CONFIG``).  An operand TMA cannot read as it lies (an inner stride that is
+  not 1, a row stride or base that is not 16-byte aligned: a vocabulary of 50257, an odd K)
+  is read from a copy that it can (:func:`tma_copy`); GPUs before Hopper take the same
+  persistent loop with pointer loads.  The descriptors need global scratch (``triton.set_allocator``, set
   lazily with a torch allocation).  The Triton interpreter runs the descriptors too, so the
   CPU tests cover the TMA path's indexing (not its hardware).  ``c`` is stored through
   pointers, not a TMA store, to keep the epilogue's loads and edge masks in one form: a TMA
@@ -40,8 +41,9 @@ The variants:
 * ``warp_specialized``: the persistent loop split between partitions of one program, in
   Gluon (:mod:`kernels._matmul_ws`, which says how): a producer warp issues the TMA loads into
   a ring of stages, and two consumer warpgroups multiply, each running its epilogue while the
-  other's main loop keeps the tensor cores busy.  fp16/bf16 on Hopper, operands TMA can read
-  (:func:`ws_eligible`); every other call of this variant runs ``persistent``.  Default tile
+  other's main loop keeps the tensor cores busy.  fp16/bf16 on Hopper, N a multiple of 16
+  bytes (its TMA store; :func:`ws_eligible`), operands copied as for ``persistent``; every
+  other call of this variant runs ``persistent``.  Default tile
   ``WS_CONFIG``.  Gluon does not run in the interpreter: the CPU tests compile it for sm_90
   and check the instructions; the GPU tests run it.
 * ``split_k``: for decode-like shapes (M = 1..128, large K) the output has too few tiles to
@@ -51,7 +53,11 @@ The variants:
   2·4·splits·M·N bytes of traffic, small beside the weight's 2·K·N when M is small.
 
 Operands are read in place with their own strides: ``a.T`` or ``b.T`` is the same memory with
-swapped strides, never a copy.  Each operand's layout (inner dimension contiguous, outer
+swapped strides, never a copy.  The one exception is the TMA kernels' (``persistent`` and
+``warp_specialized`` on Hopper): an operand whose other stride or base is not a multiple of 16
+bytes is copied, once per call, into a buffer whose row stride is (:func:`tma_copy`; the
+product reads it many times, the copy once: at 8192x50257x768 bf16, the weight a 77 MB copy,
+the pointer-loaded kernels took 5.2 ms and cuBLAS 5.1).  Each operand's layout (inner dimension contiguous, outer
 dimension contiguous, or neither) is a compile-time constant, so contiguous loads vectorize
 while the strides themselves stay runtime values; a stride that is a multiple of 16 bytes is
 announced the same way (``(s // VEC) * VEC`` lets the compiler see the multiple).
@@ -610,8 +616,9 @@ def default_variant(
     precision: str | None = None, tma: bool = True,
 ) -> str:  # fmt: skip
     """The variant ``matmul(variant=None)`` runs for an ``[m, k] @ [k, n]`` product on ``device``
-    (``precision``: float32's, ``"tf32"`` or ``"ieee"``; ``tma``: whether TMA can read both
-    16-bit operands and N is a multiple of 16 bytes, :func:`ws_eligible`).
+    (``precision``: float32's, ``"tf32"`` or ``"ieee"``; ``tma``: whether the warp-specialized
+    kernel can run, :func:`ws_eligible`: 16-bit operands on Hopper and N a multiple of 16
+    bytes, the row stride of the output its TMA store writes).
 
     - Decode-like (at most ``SPLIT_K_MAX_M`` rows): ``split_k`` where K is at least
       ``SPLIT_K_MIN_K`` and split-K's tiles (:func:`split_config`) fill at most
@@ -620,10 +627,11 @@ def default_variant(
       ahead of the persistent kernel at 1024³ and 7% at 4096³, run
       matmul-20261203T144707Z-e7a7746).
     - On Hopper (compute capability 9.x): TF32 products of at least ``PERSISTENT_MIN_MNK`` run
-      ``persistent`` (its operand in registers, ``REG_OPERAND``).  16-bit products that TMA
-      cannot read run ``autotuned``; the others run ``warp_specialized`` with at least
-      ``WS_MIN_WAVES`` waves of its tiles, ``persistent`` with at least
-      ``PERSISTENT_MIN_WAVES`` waves of its own, ``autotuned`` below that.
+      ``persistent`` (its operand in registers, ``REG_OPERAND``).  16-bit products run
+      ``warp_specialized`` with at least ``WS_MIN_WAVES`` waves of its tiles (where it can
+      store the output), ``persistent`` with at least ``PERSISTENT_MIN_WAVES`` waves of its
+      own, ``autotuned`` below that.  Both read an operand TMA cannot read from an aligned
+      copy (:func:`tma_copy`).
     - ``autotuned`` otherwise; ``fixed`` under the interpreter (the autotuner has nothing to
       time there).
 
@@ -631,7 +639,8 @@ def default_variant(
     earlier rule, which ran the persistent kernel for every 16-bit product of a wave or more):
     at 8192x50257x768 (N odd: no TMA) the persistent kernel's pointer loads compiled to no
     matrix instruction (348 spilled registers) and took 32.4 ms where the autotuned kernel
-    took 5.2; the warp-specialized kernel ran 1.15x ahead of the persistent one at 3072³ and
+    took 5.2 (so such operands are now copied for TMA, and the pointer loop is for GPUs
+    before Hopper); the warp-specialized kernel ran 1.15x ahead of the persistent one at 3072³ and
     at 2000x5120x5120, 1.06x at 4096x11008x4096, level at 4096x4096x11008.  In the studied
     runs it was level at 4096³ (bf16; fp16 0.5-1.6% behind) and 1-1.5% ahead at 8192³.
     Split-K's half-wave bound: notes/2026-12-04-probe-split-decode-589dd89.log (at 11008x8192,
@@ -650,9 +659,7 @@ def default_variant(
         return "autotuned"
     if dtype == torch.float32:
         return "persistent" if precision == "tf32" and m * n * k >= PERSISTENT_MIN_MNK else "autotuned"
-    if not tma:
-        return "autotuned"
-    if cdiv(m, WS_CONFIG.block_m) * cdiv(n, WS_CONFIG.block_n) >= WS_MIN_WAVES * sms:
+    if tma and cdiv(m, WS_CONFIG.block_m) * cdiv(n, WS_CONFIG.block_n) >= WS_MIN_WAVES * sms:
         return "warp_specialized"
     if cdiv(m, PERSISTENT_CONFIG.block_m) * cdiv(n, PERSISTENT_CONFIG.block_n) >= PERSISTENT_MIN_WAVES * sms:
         return "persistent"
@@ -661,8 +668,8 @@ def default_variant(
 
 def dispatch(a: torch.Tensor, b: torch.Tensor, epilogue: str | None = None, precision: str | None = None) -> str:
     """The variant ``matmul(a, b, variant=None, ...)`` runs: :func:`default_variant` at these
-    operands' shapes, with whether TMA can read them as they lie (strides, alignment).  The
-    sweep records this, so its record is the call's own choice."""
+    operands' shapes, with whether the warp-specialized kernel can run them
+    (:func:`ws_eligible`).  The sweep records this, so its record is the call's own choice."""
     (m, k), n = a.shape, b.shape[1]
     return default_variant(m, n, k, a.device, a.dtype, epilogue, precision, ws_eligible(a, b))
 
@@ -704,21 +711,17 @@ def ws_shared_bytes(config: TileConfig, element_size: int = 2) -> int:
 def ws_eligible(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether the warp-specialized kernel runs ``a @ b`` (else ``variant="warp_specialized"``
     runs the persistent kernel): float16/bfloat16 operands on a GPU of compute capability 9.x
-    (wgmma and the ``setmaxnreg`` partitions are sm_90 instructions), both operands readable by
-    TMA (one unit stride, the other stride and the base 16-byte aligned), ``N`` a multiple of
-    16 bytes (the output's row stride, which TMA writes), ``K ≥ 1`` and every dimension below
-    2^31 (TMA coordinates are 32-bit)."""
+    (wgmma and the ``setmaxnreg`` partitions are sm_90 instructions), ``N`` a multiple of 16
+    bytes (the output's row stride, which TMA writes), ``K ≥ 1`` and every dimension below
+    2^31 (TMA coordinates are 32-bit).  An operand TMA cannot read as it lies is read from
+    :func:`tma_copy`'s copy."""
     if INTERPRETER or not a.is_cuda or a.dtype not in (torch.float16, torch.bfloat16):
         return False
     (m, k), n = a.shape, b.shape[1]
     if k == 0 or max(m, n, k) >= 2**31 or (n * a.element_size()) % 16:
         return False
     index = a.device.index if a.device.index is not None else current_device()
-    if _capability(index)[0] != 9:
-        return False
-    a_lay, _, _, a_vec = _layout(a)
-    b_lay, _, _, b_vec = _layout(b)
-    return _tma_ok(a, a_lay, a_vec) and _tma_ok(b, b_lay, b_vec)
+    return _capability(index)[0] == 9
 
 
 def split_config(m: int, dtype: torch.dtype) -> TileConfig:
@@ -772,6 +775,38 @@ def reg_operand(a_layout: int, b_layout: int) -> int:
 def _tma_ok(t: torch.Tensor, layout: int, vec: int) -> bool:
     # TMA: the contiguous dimension has stride 1, the other stride and the base are 16-byte multiples.
     return layout != _GENERAL and vec > 1 and t.data_ptr() % 16 == 0
+
+
+def _tma_available(index: int) -> bool:
+    # The TMA kernels' descriptors: Hopper and later, and the interpreter (which runs them in numpy).
+    return INTERPRETER or _capability(index)[0] >= 9
+
+
+def tma_copy(t: torch.Tensor) -> torch.Tensor:
+    """``t`` (2-D, on any device) as a view of a new buffer that TMA can read: the same values,
+    shape and layout (a transposed operand stays transposed; one with no unit stride becomes
+    row-major), the contiguous dimension's rows padded to a multiple of 16 bytes, the base
+    16-byte aligned.  Costs one read and one write of ``t`` (torch's strided copy).
+
+    Why: a row stride that is not a multiple of 16 bytes (``[K, N]`` with N = 50257, ``[M,
+    K]`` with an odd K) or a misaligned base is out of TMA's reach; the pointer-loaded kernels
+    then read 2-byte elements and ran 5-6x below the copy-then-TMA rate (8192x50257x768 bf16:
+    the autotuned kernel 5.2 ms, cuBLAS 5.1, run matmul-20261203T223642Z-ec17b0f)."""
+    if _layout(t)[0] == _OUTER:
+        return tma_copy(t.T).T
+    rows, cols = t.shape
+    vec = 16 // t.element_size()
+    view = torch.empty((rows, cdiv(cols, vec) * vec), dtype=t.dtype, device=t.device)[:, :cols]
+    view.copy_(t)
+    return view
+
+
+def _tma_copies(a: torch.Tensor, b: torch.Tensor) -> tuple[bool, bool]:
+    # Which operands a TMA kernel reads from tma_copy's copy (dimensions below 2^31: its coordinates are 32-bit).
+    if max(*a.shape, b.shape[1]) >= 2**31:
+        return False, False
+    (a_lay, *_, a_vec), (b_lay, *_, b_vec) = _layout(a), _layout(b)
+    return not _tma_ok(a, a_lay, a_vec), not _tma_ok(b, b_lay, b_vec)
 
 
 _FIXED = FastKernel(_mm_fixed_kernel)
@@ -842,7 +877,7 @@ def _run(
             key += (_signature(pre), _signature(bias), _signature(residual))
         hit = _PREPARED.get(key)
         if hit is not None:
-            kernel, launch_key, grid, tail, consts, warps, stages, tma = hit
+            kernel, launch_key, grid, tail, consts, warps, stages, tma, (copy_a, copy_b) = hit
             ep = (out, pre if pre is not None else out, bias if bias is not None else out,
                   residual if residual is not None else out)  # fmt: skip
             if kernel is _SPLIT:
@@ -850,15 +885,24 @@ def _run(
                 return
             if tma:
                 _ensure_allocator()
+            a = tma_copy(a) if copy_a else a
+            b = tma_copy(b) if copy_b else b
             kernel.launch(launch_key, index, grid, (a, b, *ep, *tail), consts, warps, stages)
             return
+    if variant is None:  # in the prepared launch's key as None: a hit skips this choice
+        variant = dispatch(a, b, epilogue, precision)
+    copies = (False, False)
+    if variant in ("persistent", "warp_specialized") and a.shape[1] > 0 and _tma_available(index):
+        copies = _tma_copies(a, b)
+        a = tma_copy(a) if copies[0] else a
+        b = tma_copy(b) if copies[1] else b
     prepared = _prepare(a, b, out, pre, bias, residual, variant, epilogue, precision, config, index)
     if prepared is None:  # the autotuner's first call of a key: launched already
         return
     if prepared[0] is _SPLIT:  # two launches and a workspace per call
         _split_launch(a, b, prepared[3], index, prepared)
         if cacheable:  # without the tensors: an entry must not keep this call's output alive
-            _remember(key, (*prepared[:3], None, *prepared[4:]))
+            _remember(key, (*prepared[:3], None, *prepared[4:], copies))
         return
     kernel, launch_key, grid, args, consts, warps, stages, tma = prepared
     if tma and not INTERPRETER:
@@ -868,7 +912,7 @@ def _run(
         return
     kernel.launch(launch_key, index, grid, args, consts, warps, stages)
     if cacheable:
-        _remember(key, (kernel, launch_key, grid, args[6:], consts, warps, stages, tma and not INTERPRETER))
+        _remember(key, (kernel, launch_key, grid, args[6:], consts, warps, stages, tma and not INTERPRETER, copies))
 
 
 def _signature(t: torch.Tensor | None) -> tuple[Any, ...] | None:
@@ -884,14 +928,13 @@ def _remember(key: tuple[Any, ...], entry: tuple[Any, ...]) -> None:
 
 def _prepare(
     a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, pre: torch.Tensor | None, bias: torch.Tensor | None,
-    residual: torch.Tensor | None, variant: str | None, epilogue: str | None, precision: str | None,
+    residual: torch.Tensor | None, variant: str, epilogue: str | None, precision: str | None,
     config: TileConfig | None, index: int,
 ) -> tuple[Any, ...] | None:  # fmt: skip
-    """(kernel, launch key, grid, args, consts, warps, stages, uses TMA) for one launch; None
-    where the launch happened here (split-K's two kernels; the autotuner's choosing call)."""
+    """(kernel, launch key, grid, args, consts, warps, stages, uses TMA) for one launch of
+    ``variant`` on these operands (a TMA kernel's already copied where :func:`tma_copy`
+    applies); None where the launch happened here (the autotuner's choosing call)."""
     (m, k), n = a.shape, b.shape[1]
-    if variant is None:  # in the prepared launch's key as None: a hit skips this choice
-        variant = dispatch(a, b, epilogue, precision)
     a_lay, s_am, s_ak, a_vec = _layout(a)
     b_lay, s_bk, s_bn, b_vec = _layout(b)
     vec = 16 // out.element_size()
@@ -942,11 +985,10 @@ def _prepare(
             tiles = cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n)
             args = (*tensors, m, n, k, s_ak if a_t else s_am, s_bn if b_t else s_bk, s_bias, s_rm, s_rn)
             return _WS, _launch_key(index, tensors), (min(sm_count(a.device), tiles), 1, 1), args, consts, 4, 1, True
-        variant = "persistent"  # what TMA cannot read, fp32, or a GPU before Hopper (a config applies as given)
-    use_tma = variant == "persistent" and (
-        _tma_ok(a, a_lay, a_vec) and _tma_ok(b, b_lay, b_vec)
-        and (INTERPRETER or _capability(index)[0] >= 9)
-    )  # fmt: skip
+        variant = "persistent"  # an odd N, fp32, or a GPU before Hopper (a config applies as given)
+    use_tma = (
+        variant == "persistent" and _tma_available(index) and _tma_ok(a, a_lay, a_vec) and _tma_ok(b, b_lay, b_vec)
+    )
     reg = reg_operand(a_lay, b_lay) if use_tma and a.dtype == torch.float32 and prec == "tf32" else 0
     cfg = config or default_config(variant, a.dtype, m, n, prec if a.dtype == torch.float32 else None,
                                    sm_count(a.device), reg)  # fmt: skip
@@ -987,7 +1029,7 @@ def _split_launch(
 ) -> None:  # fmt: skip
     """Split-K's two launches: the partial products into a fresh fp32 workspace ``[splits, M,
     N]``, then their sum in split order with the epilogue (``prepared`` from :func:`_prepare`)."""
-    _, keys, grids, _, consts, warps, stages, tails = prepared
+    _, keys, grids, _, consts, warps, stages, tails, *_ = prepared
     ws = torch.empty(tails[2], device=a.device, dtype=torch.float32)
     if _recording is not None:
         _launch(_SPLIT, (a, b, ws), index, grids[0], (a, b, ws, *tails[0]), consts[0], warps, stages)

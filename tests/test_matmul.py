@@ -128,13 +128,29 @@ def test_every_epilogue_in_every_variant(dtype, epilogue, variant) -> None:
     assert_close(c, reference(a, b, epilogue, **kw), dtype, f"{epilogue} {variant}")
 
 
+def tma_readable(t: torch.Tensor) -> bool:
+    """What TMA can read, written out here apart from kernels.matmul: one unit stride (or a
+    dimension of size 1), the other stride a multiple of 16 bytes, a 16-byte aligned base."""
+    (n0, n1), (s0, s1) = t.shape, t.stride()
+    if s1 == 1 or n1 == 1:
+        other = s0
+    elif s0 == 1 or n0 == 1:
+        other = s1
+    else:
+        return False
+    return (other * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("which", ["a.T", "b.T", "both", "general", "expanded"])
-def test_transposed_and_strided_operands_are_read_in_place(which, variant, monkeypatch) -> None:
+@pytest.mark.parametrize("shape", [(45, 70, 50), (48, 72, 56)], ids=["odd", "aligned"])
+def test_transposed_and_strided_operands_are_read_in_place(shape, which, variant, monkeypatch) -> None:
     """a.T / b.T are the same memory with swapped strides: the kernel must get the very same
     pointers (no copy) and still compute the product.  'general': neither stride is 1;
-    'expanded': a stride-0 operand (what autograd hands over for out.sum())."""
-    m, n, k = 45, 70, 50
+    'expanded': a stride-0 operand (what autograd hands over for out.sum()).  The one copy:
+    the TMA kernels (persistent, warp_specialized) read an operand TMA cannot read from a new
+    buffer whose rows it can (the odd shape's every operand; the aligned shape's general one)."""
+    m, n, k = shape
     dtype = torch.bfloat16
     if which in ("a.T", "both"):
         a = randn((k, m), dtype, "ta").T
@@ -147,7 +163,13 @@ def test_transposed_and_strided_operands_are_read_in_place(which, variant, monke
     b = randn((n, k), dtype, "tb").T if which in ("b.T", "both") else randn((k, n), dtype, "tb2")
     spy = LaunchSpy(monkeypatch)
     c = matmul(a, b, variant=variant)
-    assert {a.data_ptr(), b.data_ptr()} <= spy.pointers(), "an operand was copied before the launch"
+    for name, t in (("a", a), ("b", b)):
+        if variant in ("persistent", "warp_specialized") and not tma_readable(t):
+            assert t.data_ptr() not in spy.pointers(), f"{name}: TMA was handed memory it cannot read"
+            launched = spy.launches[-1][1][0 if name == "a" else 1]
+            assert tma_readable(launched) and launched.shape == t.shape
+        else:
+            assert t.data_ptr() in spy.pointers(), f"{name} was copied before the launch"
     assert_close(c, reference(a, b), dtype, f"{which} {variant}")
 
 
@@ -257,8 +279,9 @@ def test_no_read_outside_the_operands(variant) -> None:
 
 
 def test_persistent_reads_through_tma_and_falls_back_to_pointers(monkeypatch) -> None:
-    """TMA descriptors for 16-byte aligned layouts (both transposes included), pointer loads
-    for a misaligned base; the same result either way."""
+    """TMA descriptors for 16-byte aligned layouts (both transposes included) and for an
+    aligned copy of a misaligned operand; pointer loads where TMA is not available (a GPU
+    before Hopper); the same result every way."""
     spy = LaunchSpy(monkeypatch)
     a = randn((40, 64), torch.float16, "pa")
     b = randn((48, 64), torch.float16, "pb").T
@@ -266,9 +289,12 @@ def test_persistent_reads_through_tma_and_falls_back_to_pointers(monkeypatch) ->
     a_t = randn((64, 40), torch.float16, "pat").T
     assert_close(matmul(a_t, b.T.T, variant="persistent"), reference(a_t, b), torch.float16, "tma a.T")
     skew = randn((40, 65), torch.float16, "skew")[:, 1:]  # base 2 bytes off the 16-byte grid
+    assert_close(matmul(skew, b, variant="persistent"), reference(skew, b), torch.float16, "tma copy")
+    monkeypatch.setattr(mm_module, "_tma_available", lambda index: False)
+    monkeypatch.setattr(mm_module, "_PREPARED", {})  # (a device's capability is fixed: not in the key)
     assert_close(matmul(skew, b, variant="persistent"), reference(skew, b), torch.float16, "pointers")
     use_tma = [consts[-2] for name, _, consts in spy.launches if name == "_mm_persistent_kernel"]
-    assert use_tma == [True, True, False]
+    assert use_tma == [True, True, True, False]
 
 
 @pytest.mark.parametrize("layout", ["tma", "pointers"])
@@ -278,11 +304,57 @@ def test_persistent_programs_walk_many_tiles(layout, monkeypatch) -> None:
     monkeypatch.setattr(mm_module, "sm_count", lambda device: 3)
     a = randn((70, 64), torch.float16, "wa")
     if layout == "pointers":
-        a = randn((70, 65), torch.float16, "wa2")[:, 1:]  # misaligned base: no TMA
+        monkeypatch.setattr(mm_module, "_tma_available", lambda index: False)  # a GPU before Hopper
+        monkeypatch.setattr(mm_module, "_PREPARED", {})
+        a = randn((70, 65), torch.float16, "wa2")[:, 1:]  # misaligned base
     b = randn((64, 130), torch.float16, "wb")  # 3 x 5 tiles of 32 x 32
     bias = randn((130,), torch.float16, "wbias")
     c = matmul(a, b, variant="persistent", epilogue="bias", bias=bias)
     assert_close(c, reference(a, b, "bias", bias=bias), torch.float16, layout)
+
+
+@pytest.mark.parametrize("variant", ["persistent", "warp_specialized"])
+def test_tma_copies_are_made_on_every_call(variant, monkeypatch) -> None:
+    """An operand TMA cannot read is copied afresh on every call, the prepared launch's calls
+    too: each call with new values of the same layout reads its own values, from a buffer TMA
+    can read, and the prepared entry keeps no tensor."""
+    monkeypatch.setattr(mm_module, "_PREPARED", {})
+    spy = LaunchSpy(monkeypatch)
+    m, n, k = 37, 53, 41  # every row stride odd: a, b (= w.T) and the output
+    for i in range(3):
+        a = randn((m, k), torch.bfloat16, ("ca", i))
+        b = randn((n, k), torch.bfloat16, ("cb", i)).T
+        c = matmul(a, b, variant=variant)
+        assert_close(c, reference(a, b), torch.bfloat16, f"call {i}")
+        launched = spy.launches[-1][1]
+        for t, got in ((a, launched[0]), (b, launched[1])):
+            assert got.data_ptr() != t.data_ptr() and tma_readable(got)
+            assert torch.equal(got, t), f"call {i}: the launch read other values than the operand's"
+    assert len(mm_module._PREPARED) == 1
+    assert not any(isinstance(x, torch.Tensor) for entry in mm_module._PREPARED.values() for x in entry)
+
+
+@pytest.mark.parametrize("variant", ["persistent", "warp_specialized", None])
+@pytest.mark.parametrize("epilogue", [None, "bias_gelu", "residual"])
+def test_training_step_with_operands_tma_cannot_read(epilogue, variant) -> None:
+    """The forward and both gradients at a shape where no row stride is a multiple of 16
+    bytes (a vocabulary projection's odd N, an odd K): dZ, b.T and a.T reach the TMA kernels
+    through copies; every result against float64, in place of the inputs nothing written."""
+    m, n, k, dtype = 45, 67, 39, torch.bfloat16
+    a = randn((m, k), dtype, "sa").requires_grad_()
+    w = randn((n, k), dtype, "sw", scale=0.5).requires_grad_()  # a linear layer's weight: b = w.T
+    kw = extras(epilogue, m, n, dtype, "sx")
+    before = (a.detach().clone(), w.detach().clone())
+    c = matmul(a, w.T, variant=variant, epilogue=epilogue, **kw)
+    dc = randn((m, n), dtype, "sdc")
+    da, dw = torch.autograd.grad(c, (a, w), dc)
+    a64, w64 = a.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+    ref = reference(a64, w64.T, epilogue, **kw)
+    ref_da, ref_dw = torch.autograd.grad(ref, (a64, w64), dc.double())
+    assert_close(c, ref, dtype, "forward")
+    assert_close(da, ref_da, dtype, "dA")
+    assert_close(dw, ref_dw, dtype, "dW")
+    assert torch.equal(a.detach(), before[0]) and torch.equal(w.detach(), before[1])
 
 
 @pytest.mark.parametrize("variant", ["fixed", "persistent"])
@@ -824,7 +896,9 @@ def test_ws_plan_epilogues_and_cooperative_config(monkeypatch) -> None:
     assert args[3] is pre and args[4] is bias and grid == (1, 1, 1)
 
 
-def test_ws_falls_back_where_tma_cannot_read(monkeypatch) -> None:
+def test_ws_runs_where_it_can_store_the_output(monkeypatch) -> None:
+    """The warp-specialized kernel needs Hopper, 16-bit operands and output rows TMA can
+    write; operands TMA cannot read as they lie are copied for it (tma_copy), not refused."""
     monkeypatch.setattr(mm_module, "INTERPRETER", False)
     monkeypatch.setattr(mm_module, "_capability", lambda index: (9, 0))
     a = torch.empty(64, 64, dtype=torch.bfloat16)
@@ -832,13 +906,13 @@ def test_ws_falls_back_where_tma_cannot_read(monkeypatch) -> None:
     monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))  # the rules on shapes and strides
     assert mm_module.ws_eligible(a, a)
     assert not mm_module.ws_eligible(a.float(), a.float())  # fp32: the persistent kernel
-    assert not mm_module.ws_eligible(torch.empty(64, 65, dtype=torch.bfloat16)[:, :64], a)  # row stride 130 bytes
+    assert mm_module.ws_eligible(torch.empty(64, 65, dtype=torch.bfloat16)[:, :64], a)  # a's rows 130 bytes: copied
     assert not mm_module.ws_eligible(a, torch.empty(64, 60, dtype=torch.bfloat16))  # N = 120 bytes
     w = torch.empty(60, 64, dtype=torch.bfloat16)  # w.T is TMA-readable, but the output's rows are 120 bytes
     assert mm_module.ws_eligible(a, torch.empty(64, 64, dtype=torch.bfloat16).T)
     assert not mm_module.ws_eligible(a, w.T)
     assert not mm_module.ws_eligible(torch.empty(64, 0, dtype=torch.bfloat16), torch.empty(0, 64, dtype=torch.bfloat16))
-    assert not mm_module.ws_eligible(a[:, ::2], torch.empty(32, 64, dtype=torch.bfloat16))  # no unit stride
+    assert mm_module.ws_eligible(a[:, ::2], torch.empty(32, 64, dtype=torch.bfloat16))  # no unit stride: copied
     assert mm_module.ws_eligible(a.T, a.T)  # transposed operands: descriptors of their memory
     monkeypatch.setattr(mm_module, "_capability", lambda index: (10, 0))
     assert not mm_module.ws_eligible(a, a)  # wgmma is sm_90's
@@ -889,10 +963,11 @@ def test_ws_default_dispatch(monkeypatch) -> None:
     assert default_variant(4096, 4096, 4096, dev, torch.bfloat16) == "warp_specialized"  # 1024 tiles: 7.8 a SM
     assert default_variant(4096, 4096, 4096, dev, torch.bfloat16, "residual") == "warp_specialized"
     assert default_variant(3072, 3072, 3072, dev, torch.bfloat16) == "warp_specialized"  # 576 tiles: 4.4 a SM
-    # what TMA cannot read (N = 50257 is odd): the persistent kernel's pointer path compiled to
-    # no matrix instruction there; the autotuned kernel's loads keep wgmma
-    assert default_variant(8192, 50257, 768, dev, torch.bfloat16, tma=False) == "autotuned"
-    assert default_variant(4096, 4096, 4096, dev, torch.bfloat16, "bias_gelu", tma=False) == "autotuned"
+    # N = 50257 (odd): no TMA store, so not the warp-specialized kernel; the persistent one
+    # reads the weight from an aligned copy (tma_copy) and stores through pointers
+    assert default_variant(8192, 50257, 768, dev, torch.bfloat16, tma=False) == "persistent"
+    assert default_variant(4096, 4096, 4096, dev, torch.bfloat16, "bias_gelu", tma=False) == "persistent"
+    assert default_variant(1024, 1024, 1024, dev, torch.bfloat16, tma=False) == "autotuned"  # under a wave
     assert default_variant(2560, 2560, 2560, dev, torch.bfloat16) == "persistent"  # 400 tiles: 3.0 a SM
     assert default_variant(4096, 4096, 4096, dev, torch.float32, "bias_gelu", "tf32") == "persistent"
     assert default_variant(4096, 4096, 4096, dev, torch.float32, None, "ieee") == "autotuned"  # FMA

@@ -278,6 +278,8 @@ def test_default_dispatch_on_this_gpu() -> None:
     assert default_variant(8192, 8192, 8192, dev, torch.bfloat16, "bias_gelu") == big
     assert default_variant(2560, 2560, 2560, dev) == ("persistent" if is_hopper() else "autotuned")
     assert default_variant(1, 11008, 8192, dev) == "autotuned"  # 86 split-K tiles: over half a wave
+    # an odd N: no TMA store (not warp-specialized), the weight copied for the persistent kernel
+    assert default_variant(8192, 50257, 768, dev, tma=False) == ("persistent" if is_hopper() else "autotuned")
     assert default_variant(512, 512, 512, dev) == "autotuned"
 
 
@@ -398,10 +400,15 @@ def test_ws_kernel_evidence_and_fallback() -> None:
     ptx = kernel.asm["ptx"]
     assert "wgmma" in ptx and "setmaxnreg" in ptx and "cp.async.bulk.tensor" in ptx
     assert kernel.n_spills == 0
-    skew = randn((4096, 4097), torch.bfloat16, 132)[:, :4096]  # a row stride TMA cannot read
-    (fallback,) = compiled_kernels(skew, b, variant="warp_specialized")
-    assert "setmaxnreg" not in fallback.asm["ptx"], "an operand TMA cannot read must take the persistent kernel"
-    assert_close(matmul(skew, b, variant="warp_specialized"), reference(skew, b), torch.bfloat16, "fallback")
+    skew = randn((4096, 4097), torch.bfloat16, 132)[:, :4096]  # a row stride TMA cannot read: copied for it
+    (copied,) = compiled_kernels(skew, b, variant="warp_specialized")
+    assert "setmaxnreg" in copied.asm["ptx"], "an operand TMA cannot read is copied, not refused"
+    assert_close(matmul(skew, b, variant="warp_specialized"), reference(skew, b), torch.bfloat16, "copied a")
+    odd = randn((4096, 4095), torch.bfloat16, 133)  # the output's rows 8190 bytes: no TMA store
+    (fallback,) = compiled_kernels(b, odd, variant="warp_specialized")
+    assert "setmaxnreg" not in fallback.asm["ptx"], "an odd N must take the persistent kernel"
+    assert "cp.async.bulk.tensor" in fallback.asm["ptx"] and "wgmma" in fallback.asm["ptx"]
+    assert_close(matmul(b, odd, variant="warp_specialized"), reference(b, odd), torch.bfloat16, "fallback")
 
 
 @hopper_only
@@ -423,3 +430,69 @@ def test_ws_in_a_cuda_graph() -> None:
     torch.cuda.synchronize()
     assert_close(got, reference(a, b), torch.bfloat16, "replay with new a")
     assert not torch.equal(got, want)
+
+
+# Operands TMA cannot read as they lie: a vocabulary projection's odd N, a K that is not a
+# multiple of 8, every dimension odd (kernels.matmul.tma_copy).
+UNALIGNED = [(1000, 50257, 768), (2048, 4096, 4100), (3001, 4001, 5001)]
+
+
+@pytest.mark.parametrize("variant", ["persistent", "warp_specialized", None])
+@pytest.mark.parametrize("shape", UNALIGNED, ids=str)
+def test_operands_tma_cannot_read_at_real_size(shape, variant) -> None:
+    m, n, k = shape
+    a = randn((m, k), torch.bfloat16, 150)
+    b = randn((k, n), torch.bfloat16, 151)
+    assert_close(matmul(a, b, variant=variant), reference(a, b), torch.bfloat16, f"{variant} {shape}")
+    w = randn((n, k), torch.bfloat16, 152)  # a linear layer's weight, read as w.T
+    assert_close(matmul(a, w.T, variant=variant), reference(a, w.T), torch.bfloat16, f"{variant} {shape} w.T")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not is_hopper(), reason="Hopper evidence")
+def test_odd_vocabulary_runs_tma_and_wgmma_without_spills() -> None:
+    """At 8192x50257x768 (the study's odd-N case) the default call's kernel loads through TMA
+    and multiplies with wgmma: the pointer path there compiled to no matrix instruction."""
+    a = randn((8192, 768), torch.bfloat16, 153)
+    b = randn((768, 50257), torch.bfloat16, 154)
+    (kernel,) = compiled_kernels(a, b)
+    ptx = kernel.asm["ptx"]
+    assert "wgmma" in ptx and "cp.async.bulk.tensor" in ptx
+    assert kernel.n_spills == 0
+
+
+@pytest.mark.parametrize("variant", ["persistent", None])
+def test_training_step_with_an_odd_vocabulary(variant) -> None:
+    """An LM head's step: dZ (odd row stride) reaches both backward products through copies."""
+    m, n, k = 1000, 50257, 768
+    a = randn((m, k), torch.bfloat16, 155).requires_grad_()
+    w = randn((n, k), torch.bfloat16, 156, scale=0.05).requires_grad_()
+    dc = randn((m, n), torch.bfloat16, 157)
+    c = matmul(a, w.T, variant=variant)
+    da, dw = torch.autograd.grad(c, (a, w), dc)
+    a64, w64 = a.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+    ref = a64 @ w64.T
+    ref_da, ref_dw = torch.autograd.grad(ref, (a64, w64), dc.double())
+    assert_close(c, ref, torch.bfloat16, "forward")
+    assert_close(da, ref_da, torch.bfloat16, "dA")
+    assert_close(dw, ref_dw, torch.bfloat16, "dW")
+
+
+@hopper_only
+def test_tma_copy_in_a_cuda_graph() -> None:
+    """A captured call with an operand TMA cannot read replays the product of the operand's
+    values at replay time (the copy is captured with it)."""
+    a = randn((1000, 768), torch.bfloat16, 158)
+    b = randn((768, 50257), torch.bfloat16, 159)
+    matmul(a, b)
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        matmul(a, b)
+    torch.cuda.current_stream().wait_stream(stream)
+    with torch.cuda.graph(graph):
+        got = matmul(a, b)
+    b.copy_(randn((768, 50257), torch.bfloat16, 160))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_close(got, reference(a, b), torch.bfloat16, "replayed with new values")

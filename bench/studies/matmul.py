@@ -9,7 +9,7 @@ A[M, K] · B[K, N]):
   128 against the weight shapes 4096×4096, 14336×4096, 4096×14336), forward in bf16 at
   every shape, fp16 at a few, fp32 as TF32 (dtype ``tf32``) and as IEEE fp32 (``fp32``)
   at two; the training step (forward, then dA = dC·Bᵀ and dB = Aᵀ·dC through autograd) at
-  six shapes.
+  seven shapes (the last a vocabulary projection of 50257).
 - ``op="mm_bias"``, ``"mm_bias_gelu"``, ``"mm_residual"``: the fused epilogues at 4096³
   and 8192³ bf16, against cuBLAS followed by the separate op(s) and ``torch.compile`` of
   the composition (and, for bias + GELU, cuBLASLt's own GELU epilogue).
@@ -74,8 +74,9 @@ DECODE = [(m, n, k) for n, k in DECODE_NK for m in DECODE_M]
 FP16_SHAPES = [(127, 255, 65), (1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096),
                (16, 4096, 4096), (128, 14336, 4096)]  # fmt: skip
 FP32_SHAPES = [(1024, 1024, 1024), (4096, 4096, 4096)]  # as TF32 and as IEEE fp32
+# The last: a GPT-2 LM head's step (vocabulary 50257), whose dC and weight rows TMA cannot read as they lie.
 STEP_SHAPES = [(127, 255, 65), (1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
-               (4096, 14336, 4096)]  # fmt: skip
+               (4096, 14336, 4096), (8192, 50257, 768)]  # fmt: skip
 EPILOGUE_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192)]
 # Held out: bf16 products whose timings set nothing in kernels.matmul (not the dispatch's
 # thresholds, not a default tile, not the autotuner's configs); the page scores the dispatch's
@@ -97,11 +98,15 @@ TUNED_ON = [(1536, 1536, 1536), (3072, 3072, 3072), (2000, 5120, 5120), (4096, 1
 # 7168x18432 and 2560x9728 at M = 24, 100 and 2 (split-K's side of its rule), and 9216x8192
 # at M = 16 (72 tiles: more than half a wave, the autotuned kernel's side).  A fourth, decode
 # with K under 8192, chosen before notes/probe_split_shallow.py (which does not time them)
-# ran: 40x3072x5120, 8x6144x3072 and 120x1536x6144.
+# ran: 40x3072x5120, 8x6144x3072 and 120x1536x6144.  A fifth, operands TMA cannot read as
+# they lie, chosen on 2026-12-04 before the copy for TMA (kernels.matmul.tma_copy) was timed
+# anywhere: an odd vocabulary of 100277 at K = 2048, a K of 4100 (a's rows 8200 bytes), and
+# every dimension odd (3001x4001x5001).
 HELD_OUT = [(2560, 2560, 2560), (6144, 6144, 2048), (3000, 7168, 3000), (12288, 1536, 1536),
             (4096, 32001, 1024), (48, 5120, 13824), (8, 8192, 28672),
             (24, 3584, 18944), (100, 7168, 18432), (2, 2560, 9728), (16, 9216, 8192),
-            (40, 3072, 5120), (8, 6144, 3072), (120, 1536, 6144)]  # fmt: skip
+            (40, 3072, 5120), (8, 6144, 3072), (120, 1536, 6144),
+            (2048, 100277, 2048), (4096, 4096, 4100), (3001, 4001, 5001)]  # fmt: skip
 EPILOGUES = {"mm_bias": "bias", "mm_bias_gelu": "bias_gelu", "mm_residual": "residual"}  # op -> our epilogue
 QUICK = {
     ("fwd", "bf16"): [(127, 255, 65), (4096, 4096, 4096), (8192, 8192, 8192), (16, 4096, 4096)],
