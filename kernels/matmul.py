@@ -242,12 +242,17 @@ def _mainloop(
 def _finish(
     acc, rm, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
     EPILOGUE: tl.constexpr, STORE_PRE: tl.constexpr, R_LAYOUT: tl.constexpr, R_VEC: tl.constexpr,
-    C_VEC: tl.constexpr,
+    C_VEC: tl.constexpr, C_I32: tl.constexpr = False,
 ):  # fmt: skip
     # The epilogue on the fp32 tile, then the one store of c (and of the pre-activation z for
     # the backward of bias_gelu).  c and z are ours: contiguous [M, N], row stride s_cm = N;
     # with N a multiple of VEC (C_VEC) the column mask is constant over aligned runs of VEC and
-    # the stores stay 16-byte vectors.
+    # the stores stay 16-byte vectors.  Without (an odd N) every element is its own 2-byte
+    # store, and the store's layout gives a thread one column of all BLOCK_M rows: 64-bit
+    # offsets then take two registers an element, and the persistent kernel's 128x256 tile
+    # spilled (255 registers, 74 spills at 8192x50257x768, run matmul-20261204T102927Z-1888150).
+    # C_I32 (the host's promise that (M + BLOCK_M) * N < 2^31) keeps them 32-bit: 178 registers,
+    # no spill (ptxas for sm_90).
     mask = (rm[:, None] < M) & (rn[None, :] < _hint(N, C_VEC))
     if EPILOGUE == 1 or EPILOGUE == 2:
         bias = tl.load(bias_ptr + rn * s_bias, mask=rn < N, other=0.0).to(tl.float32)
@@ -256,12 +261,49 @@ def _finish(
         s_rm = _hint(s_rm, R_VEC) if R_LAYOUT == 1 else s_rm
         res = tl.load(res_ptr + _offsets(rm, rn, s_rm, s_rn, R_LAYOUT), mask=mask, other=0.0)
         acc = acc + res.to(tl.float32)
-    c_off = rm[:, None] * _hint(s_cm, C_VEC) + rn[None, :]
+    if C_I32:
+        c_off = rm.to(tl.int32)[:, None] * s_cm.to(tl.int32) + rn.to(tl.int32)[None, :]
+    else:
+        c_off = rm[:, None] * _hint(s_cm, C_VEC) + rn[None, :]
     if EPILOGUE == 2:
         if STORE_PRE:
             tl.store(pre_ptr + c_off, acc.to(pre_ptr.dtype.element_ty), mask=mask)
         acc = gelu_tanh(acc)
     tl.store(c_ptr + c_off, acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _finish_in_parts(
+    acc, row0, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
+    EPILOGUE: tl.constexpr, STORE_PRE: tl.constexpr, R_LAYOUT: tl.constexpr, R_VEC: tl.constexpr,
+    C_VEC: tl.constexpr, C_I32: tl.constexpr, PARTS: tl.constexpr,
+):  # fmt: skip
+    # _finish on the tile's rows from row0, whole (PARTS 1) or in 2 or 4 blocks of rows.
+    BM: tl.constexpr = acc.shape[0]
+    BN: tl.constexpr = acc.shape[1]
+    if PARTS == 1:
+        _finish(acc, row0 + tl.arange(0, BM), rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
+                EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC, C_I32)  # fmt: skip
+    elif PARTS == 2:
+        h0, h1 = tl.split(tl.permute(tl.reshape(acc, (2, BM // 2, BN)), (1, 2, 0)))
+        rows = row0 + tl.arange(0, BM // 2)
+        _finish(h0, rows, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
+                EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC, C_I32)  # fmt: skip
+        _finish(h1, rows + BM // 2, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
+                EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC, C_I32)  # fmt: skip
+    else:
+        h0, h1 = tl.split(tl.permute(tl.reshape(acc, (2, 2, BM // 4, BN)), (2, 3, 1, 0)))
+        q0, q1 = tl.split(h0)
+        q2, q3 = tl.split(h1)
+        rows = row0 + tl.arange(0, BM // 4)
+        _finish(q0, rows, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
+                EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC, C_I32)  # fmt: skip
+        _finish(q1, rows + BM // 4, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
+                EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC, C_I32)  # fmt: skip
+        _finish(q2, rows + BM // 2, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
+                EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC, C_I32)  # fmt: skip
+        _finish(q3, rows + 3 * BM // 4, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
+                EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC, C_I32)  # fmt: skip
 
 
 # The compile-time description of one problem, in every GEMM kernel's signature: operand
@@ -324,7 +366,7 @@ def _mm_persistent_kernel(
     EVEN_K: tl.constexpr,
     EPILOGUE: tl.constexpr, STORE_PRE: tl.constexpr, PRECISION: tl.constexpr, BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
-    USE_TMA: tl.constexpr, REG_OPERAND: tl.constexpr,
+    USE_TMA: tl.constexpr, REG_OPERAND: tl.constexpr, C_I32: tl.constexpr,
 ):  # fmt: skip
     """One program per SM; program p computes tiles p, p + NUM_SMS, ... in grouped order.
 
@@ -379,10 +421,14 @@ def _mm_persistent_kernel(
             acc = _mainloop(a_ptr, b_ptr, pid_m, pid_n, M, N, K, 0, k_tiles, s_am, s_ak, s_bk, s_bn,
                             A_LAYOUT, B_LAYOUT, A_VEC, B_VEC, M_VEC, C_VEC, K_VEC, EVEN_K, PRECISION,
                             BLOCK_M, BLOCK_N, BLOCK_K)  # fmt: skip
-        rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        _finish(acc, rm, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
-                EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC)  # fmt: skip
+        # Element-wise stores (an odd N) with an epilogue tensor: the tile in row parts, fewer
+        # offsets live at once (ptxas for sm_90 at 8192x50257x768: bias + GELU with the
+        # pre-activation's store spilled 1160 bytes whole, 104 in halves, none in quarters; the
+        # residual 580 whole, none in halves, 484 in quarters; bias and none, none whole).
+        PARTS: tl.constexpr = 1 if C_VEC != 1 else (4 if EPILOGUE == 2 else (2 if EPILOGUE == 3 else 1))
+        _finish_in_parts(acc, pid_m * BLOCK_M, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
+                         EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC, C_I32, PARTS)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["M", "N", "K", "k_per_split", "s_am", "s_ak", "s_bk", "s_bn"])
@@ -1003,8 +1049,11 @@ def _prepare(
                 cfg.num_warps, cfg.num_stages, False)  # fmt: skip
     if variant == "persistent":
         sms = sm_count(a.device)
+        # 32-bit output offsets where the output's rows are not 16-byte vectors (_finish says why)
+        # and every offset a tile computes, its masked rows included, fits
+        c_i32 = c_vec == 1 and (m + cfg.block_m) * n < 2**31
         consts = (a_lay, b_lay, r_lay, a_vec, b_vec, m_vec, c_vec, r_vec, k_vec, even_k, code, store_pre, prec,
-                  *tile, sms, use_tma, reg)  # fmt: skip
+                  *tile, sms, use_tma, reg, c_i32)  # fmt: skip
         return (_PERSISTENT, _launch_key(index, tensors), (min(sms, tiles), 1, 1), (*tensors, m, n, k, *strides),
                 consts, cfg.num_warps, cfg.num_stages, use_tma)  # fmt: skip
     # split_k: a workspace per call and two kernels (_split_launch).  In this tuple's slots:

@@ -74,6 +74,11 @@ def extras(epilogue, m, n, dtype, key) -> dict:
     return {}
 
 
+def persistent_const(consts: tuple, name: str):
+    """The persistent kernel's constexpr ``name`` among a launch's ``consts``."""
+    return consts[mm_module._PERSISTENT.const_names.index(name)]
+
+
 class LaunchSpy:
     """Records the tensors each kernel launch received (FastKernel launches and the autotuned
     kernel), to check that operands are read in place and which kernels ran."""
@@ -293,7 +298,9 @@ def test_persistent_reads_through_tma_and_falls_back_to_pointers(monkeypatch) ->
     monkeypatch.setattr(mm_module, "_tma_available", lambda index: False)
     monkeypatch.setattr(mm_module, "_PREPARED", {})  # (a device's capability is fixed: not in the key)
     assert_close(matmul(skew, b, variant="persistent"), reference(skew, b), torch.float16, "pointers")
-    use_tma = [consts[-2] for name, _, consts in spy.launches if name == "_mm_persistent_kernel"]
+    use_tma = [
+        persistent_const(consts, "USE_TMA") for name, _, consts in spy.launches if name == "_mm_persistent_kernel"
+    ]
     assert use_tma == [True, True, True, False]
 
 
@@ -396,7 +403,9 @@ def test_tf32_persistent_reads_an_mn_major_operand_from_registers(layout, epilog
     # The interpreter's dot does not round to TF32 (numpy, fp32 products): the error left is
     # fp32 accumulation's, far inside TF32's, so a slip in the transposed path shows.
     assert torch.linalg.vector_norm(c.double() - ref) / torch.linalg.vector_norm(ref) <= 1e-5
-    regs = [consts[-1] for name, _, consts in spy.launches if name == "_mm_persistent_kernel"]
+    regs = [
+        persistent_const(consts, "REG_OPERAND") for name, _, consts in spy.launches if name == "_mm_persistent_kernel"
+    ]
     assert regs == [{"a b": 1, "aT bT": 2}.get(layout, 0)]
 
 
@@ -1051,6 +1060,69 @@ probe("coop 256x128", a, b, spills=True, config=mm.TileConfig(256, 128, 64, 8, 3
 probe("coop 128x256 a.T w.T", torch.empty(256, 512, dtype=bf).T, torch.empty(384, 256, dtype=bf).T,
       config=mm.TileConfig(128, 256, 64, 8, 3, 8))
 """
+
+
+_PERSISTENT_CODEGEN_PROBE = r"""
+import importlib, json, subprocess, sys, tempfile
+import torch
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.backends.nvidia.compiler import get_ptxas
+from triton.compiler import ASTSource
+mm = importlib.import_module("kernels.matmul")
+mm.sm_count = lambda device: 132
+mm._tma_available = lambda index: True
+PTRS = ["a_ptr", "b_ptr", "c_ptr", "pre_ptr", "bias_ptr", "res_ptr"]
+
+def probe(name, a, b, **kw):
+    (m, k), n = a.shape, b.shape[1]
+    args = dict(pre=None, bias=None, residual=None, epilogue=None, precision=None, config=None) | kw
+    out = torch.empty(m, n, dtype=a.dtype)
+    kernel, _, _, _, consts, warps, stages, _ = mm._prepare(a, b, out, variant="persistent", index=-1, **args)
+    named = dict(zip(kernel.const_names, consts))
+    sig = {p.name: "constexpr" if p.name in named else "*bf16" if p.name in PTRS else "i64" for p in kernel.fn.params}
+    attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(PTRS))}
+    k = triton.compile(ASTSource(fn=kernel.fn, signature=sig, constexprs=named, attrs=attrs),
+                       target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages})
+    ptx = k.asm["ptx"]
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
+        f.write(ptx)
+        f.flush()
+        done = subprocess.run([get_ptxas(90).path, "-arch=sm_90a", "-v", f.name, "-o", "/dev/null"],
+                              capture_output=True, text=True)
+    print(json.dumps({"name": name, "wgmma": ptx.count("wgmma.mma_async"), "c_i32": named["C_I32"],
+                      "tma": named["USE_TMA"], "ptxas": done.stderr}), flush=True)
+
+bf = torch.bfloat16
+probe("odd N", torch.empty(8192, 768, dtype=bf), mm.tma_copy(torch.empty(768, 50257, dtype=bf)))
+probe("odd N bias_gelu", torch.empty(8192, 768, dtype=bf), mm.tma_copy(torch.empty(768, 50257, dtype=bf)),
+      epilogue="bias_gelu", bias=torch.empty(50257, dtype=bf), pre=torch.empty(8192, 50257, dtype=bf))
+probe("odd N bias", torch.empty(8192, 768, dtype=bf), mm.tma_copy(torch.empty(768, 50257, dtype=bf)),
+      epilogue="bias", bias=torch.empty(50257, dtype=bf))
+probe("odd N residual", torch.empty(8192, 768, dtype=bf), mm.tma_copy(torch.empty(768, 50257, dtype=bf)),
+      epilogue="residual", residual=torch.empty(8192, 50257, dtype=bf))
+probe("aligned", torch.empty(4096, 4096, dtype=bf), torch.empty(4096, 4096, dtype=bf))
+"""
+
+
+def test_persistent_kernel_at_an_odd_n_compiles_without_spills() -> None:
+    """The persistent kernel for an odd N (8192x50257x768: the weight read from its aligned
+    copy, the output stored element by element) compiled for sm_90 with the host's constexprs,
+    every epilogue: wgmma, 32-bit output offsets and no register spill (with 64-bit offsets
+    the plain product spilled 74 registers on the H200, and bias + GELU 1160 bytes in ptxas
+    until its tile was stored in row parts)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    done = subprocess.run([sys.executable, "-c", _PERSISTENT_CODEGEN_PROBE], capture_output=True, text=True, env=env,
+                          timeout=600, cwd=root)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    reports = {r["name"]: r for r in map(json.loads, done.stdout.splitlines())}
+    assert len(reports) == 5
+    for r in reports.values():
+        assert r["wgmma"] > 0 and r["tma"], r
+        assert "0 bytes spill stores" in r["ptxas"] and "0 bytes spill loads" in r["ptxas"], r["ptxas"]
+    assert reports["odd N"]["c_i32"] and not reports["aligned"]["c_i32"]
 
 
 def test_ws_kernel_compiles_for_hopper_with_partitions_wgmma_and_tma() -> None:
