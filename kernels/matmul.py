@@ -838,13 +838,13 @@ def tma_copy(t: torch.Tensor) -> torch.Tensor:
     K]`` with an odd K) or a misaligned base is out of TMA's reach; the pointer-loaded kernels
     then read 2-byte elements and ran 5-6x below the copy-then-TMA rate (8192x50257x768 bf16:
     the autotuned kernel 5.2 ms, cuBLAS 5.1, run matmul-20261203T223642Z-ec17b0f)."""
-    if _layout(t)[0] == _OUTER:
-        return tma_copy(t.T).T
-    rows, cols = t.shape
+    outer = _layout(t)[0] == _OUTER
+    src = t.T if outer else t  # now its rows (the dimension of unit stride, or none) are the ones to pad
+    rows, cols = src.shape
     vec = 16 // t.element_size()
     view = torch.empty((rows, cdiv(cols, vec) * vec), dtype=t.dtype, device=t.device)[:, :cols]
-    view.copy_(t)
-    return view
+    view.copy_(src)
+    return view.T if outer else view
 
 
 def _tma_copies(a: torch.Tensor, b: torch.Tensor) -> tuple[bool, bool]:
@@ -1151,6 +1151,15 @@ def _grads(
         assert pre is not None
         dz = _gelu_backward_op(dout, pre) if ops else gelu_backward(dout, pre)
     cfg = None if config is None else list(config.astuple())
+    if (
+        not ops
+        and need_a
+        and need_b
+        and a is not None
+        and b is not None
+        and _one_copy_of_dz(dz, a, b, variant, precision)
+    ):
+        dz = tma_copy(dz)  # both products read dZ: one copy TMA can read, not one in each
     da = db = dbias = None
     if need_a:  # dA = dZ · Bᵀ: b.T is b's memory with swapped strides
         assert b is not None
@@ -1164,6 +1173,22 @@ def _grads(
         dbias = _bias_grad_op(dz) if ops else bias_grad(dz)
     dres = dout if need_res else None
     return da, db, dbias, dres
+
+
+def _one_copy_of_dz(
+    dz: torch.Tensor, a: torch.Tensor, b: torch.Tensor, variant: str | None, precision: str | None
+) -> bool:  # fmt: skip
+    # Whether both backward products run a TMA kernel on a dZ that TMA cannot read as it lies
+    # (an odd N: an LM head's dZ is [tokens, 50257]), each of which would copy it (823 MB at
+    # 8192x50257 bf16, about 0.45 ms a copy).  The cheap test first: most dZ are readable.
+    if dz.shape[0] == 0 or dz.shape[1] == 0 or not any(_tma_copies(dz, dz)):
+        return False
+    if not _tma_available(dz.get_device()):
+        return False
+    tma = ("persistent", "warp_specialized")
+    return (variant or dispatch(dz, b.T, None, precision)) in tma and (
+        variant or dispatch(a.T, dz, None, precision)
+    ) in tma
 
 
 class _MatmulFunction(torch.autograd.Function):

@@ -343,11 +343,13 @@ def test_tma_copies_are_made_on_every_call(variant, monkeypatch) -> None:
 
 @pytest.mark.parametrize("variant", ["persistent", "warp_specialized", None])
 @pytest.mark.parametrize("epilogue", [None, "bias_gelu", "residual"])
-def test_training_step_with_operands_tma_cannot_read(epilogue, variant) -> None:
+def test_training_step_with_operands_tma_cannot_read(epilogue, variant, monkeypatch) -> None:
     """The forward and both gradients at a shape where no row stride is a multiple of 16
     bytes (a vocabulary projection's odd N, an odd K): dZ, b.T and a.T reach the TMA kernels
     through copies; every result against float64, in place of the inputs nothing written."""
     m, n, k, dtype = 45, 67, 39, torch.bfloat16
+    copies = []
+    monkeypatch.setattr(mm_module, "tma_copy", lambda t, f=mm_module.tma_copy: copies.append(t.shape) or f(t))
     a = randn((m, k), dtype, "sa").requires_grad_()
     w = randn((n, k), dtype, "sw", scale=0.5).requires_grad_()  # a linear layer's weight: b = w.T
     kw = extras(epilogue, m, n, dtype, "sx")
@@ -362,6 +364,8 @@ def test_training_step_with_operands_tma_cannot_read(epilogue, variant) -> None:
     assert_close(da, ref_da, dtype, "dA")
     assert_close(dw, ref_dw, dtype, "dW")
     assert torch.equal(a.detach(), before[0]) and torch.equal(w.detach(), before[1])
+    if variant is not None:  # a, w.T; dZ once for both backward products, w and a.T
+        assert sorted(copies) == sorted([(m, k), (k, n), (m, n), (n, k), (k, m)]), copies
 
 
 @pytest.mark.parametrize("variant", ["fixed", "persistent"])
