@@ -479,6 +479,24 @@ def _mm_split_reduce_kernel(
             EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC)  # fmt: skip
 
 
+@triton.jit(do_not_specialize=["rows", "cols", "s0", "s1", "ld"])
+def _pad_copy_kernel(
+    src_ptr, dst_ptr, rows: tl.int64, cols: tl.int64, s0: tl.int64, s1: tl.int64, ld: tl.int64,
+    VEC: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr,
+):  # fmt: skip
+    """``dst[r, c] = src[r, c]`` for c < cols and 0 for cols ≤ c < ld (tma_copy's padding):
+    ``dst`` is contiguous rows of ``ld`` elements, a multiple of VEC (16 bytes), so every store
+    is a 16-byte vector (the store mask is constant over runs of VEC); ``src`` has any strides,
+    its rows read in coalesced runs of 2- or 4-byte loads.  One read and one write of the
+    operand: torch's strided copy into the same padded view moved 1.7 TB/s at 768x50257 bf16
+    (92 µs, notes/2026-12-04-probe-odd-rows-309c05d.log)."""
+    r = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
+    c = tl.program_id(1).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
+    x = tl.load(src_ptr + r[:, None] * s0 + c[None, :] * s1, mask=(r[:, None] < rows) & (c[None, :] < cols), other=0.0)
+    ld = _hint(ld, VEC)
+    tl.store(dst_ptr + r[:, None] * ld + c[None, :], x, mask=(r[:, None] < rows) & (c[None, :] < ld))
+
+
 @triton.jit(do_not_specialize=["n"])
 def _gelu_backward_kernel(dy_ptr, z_ptr, dz_ptr, n: tl.int64, BLOCK: tl.constexpr):
     """dz = dy * gelu_tanh'(z) over contiguous tensors (one read of each, one write).  Every
@@ -832,7 +850,8 @@ def tma_copy(t: torch.Tensor) -> torch.Tensor:
     """``t`` (2-D, on any device) as a view of a new buffer that TMA can read: the same values,
     shape and layout (a transposed operand stays transposed; one with no unit stride becomes
     row-major), the contiguous dimension's rows padded to a multiple of 16 bytes, the base
-    16-byte aligned.  Costs one read and one write of ``t`` (torch's strided copy).
+    16-byte aligned, the padding zero.  Costs one read and one write of ``t`` (one launch of
+    ``_pad_copy_kernel``, on the current stream).
 
     Why: a row stride that is not a multiple of 16 bytes (``[K, N]`` with N = 50257, ``[M,
     K]`` with an odd K) or a misaligned base is out of TMA's reach; the pointer-loaded kernels
@@ -842,8 +861,19 @@ def tma_copy(t: torch.Tensor) -> torch.Tensor:
     src = t.T if outer else t  # now its rows (the dimension of unit stride, or none) are the ones to pad
     rows, cols = src.shape
     vec = 16 // t.element_size()
-    view = torch.empty((rows, cdiv(cols, vec) * vec), dtype=t.dtype, device=t.device)[:, :cols]
-    view.copy_(src)
+    ld = cdiv(cols, vec) * vec
+    buf = torch.empty((rows, ld), dtype=t.dtype, device=t.device)
+    if rows and cols:
+        index = t.get_device()
+        grid = (cdiv(rows, _PAD_BLOCK[0]), cdiv(ld, _PAD_BLOCK[1]), 1)
+        args = (src, buf, rows, cols, *src.stride(), ld)
+        key = _launch_key(index, (src, buf))
+        if index >= 0 and index != current_device():
+            with torch.cuda.device(index):
+                _PAD_COPY.launch(key, index, grid, args, (vec, *_PAD_BLOCK), 4, 1)
+        else:
+            _PAD_COPY.launch(key, index, grid, args, (vec, *_PAD_BLOCK), 4, 1)
+    view = buf[:, :cols]
     return view.T if outer else view
 
 
@@ -864,6 +894,8 @@ _TUNED_CHOICE: dict[tuple[Any, ...], triton.Config] = {}
 _SPLIT = FastKernel(_mm_split_kernel)
 _SPLIT_REDUCE = FastKernel(_mm_split_reduce_kernel)
 _GELU_BACKWARD = FastKernel(_gelu_backward_kernel)
+_PAD_COPY = FastKernel(_pad_copy_kernel)
+_PAD_BLOCK = (16, 256)  # rows x columns a program of the pad copy
 
 _recording: list[Any] | None = None  # compiled_kernels() collects the compiled kernels here
 

@@ -103,7 +103,8 @@ class LaunchSpy:
         monkeypatch.setattr(tuned, "run", run)
 
     def pointers(self) -> set[int]:
-        return {t.data_ptr() for _, ts, _ in self.launches for t in ts}
+        """What the GEMM kernels read and wrote (tma_copy's copy kernel left out)."""
+        return {t.data_ptr() for name, ts, _ in self.launches if name != "_pad_copy_kernel" for t in ts}
 
     def names(self) -> list[str]:
         return [n for n, _, _ in self.launches]
@@ -318,6 +319,36 @@ def test_persistent_programs_walk_many_tiles(layout, monkeypatch) -> None:
     bias = randn((130,), torch.float16, "wbias")
     c = matmul(a, b, variant="persistent", epilogue="bias", bias=bias)
     assert_close(c, reference(a, b, "bias", bias=bias), torch.float16, layout)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("which", ["odd rows", "w.T", "general", "expanded", "misaligned base", "aligned", "one row"])
+def test_tma_copy_keeps_values_layout_and_pads_with_zeros(which, dtype) -> None:
+    """tma_copy: the same values and shape, the operand's layout kept (a transposed operand
+    stays transposed; no unit stride becomes row-major), rows TMA can read, the padding zero;
+    the source read only inside its view (NaN around it would show)."""
+    rows, cols = 37, 53
+    buf = torch.full((3 * rows + 2, 3 * cols + 9), float("nan"), dtype=dtype)
+    buf[1 : 3 * rows + 1, 1 : 3 * cols + 1] = randn((3 * rows, 3 * cols), dtype, ("tc", which))
+    src = {
+        "odd rows": buf[1 : rows + 1, 1 : cols + 1],
+        "w.T": buf[1 : cols + 1, 1 : rows + 1].T,
+        "general": buf[1 : 3 * rows + 1 : 3, 1 : 2 * cols + 1 : 2],
+        "expanded": buf[1, 1 : cols + 1].expand(rows, cols),
+        "misaligned base": buf[1 : rows + 1, 2 : cols + 2],
+        "aligned": randn((rows, 64), dtype, "tca")[:, :48],
+        "one row": buf[1:2, 1 : cols + 1],
+    }[which]
+    got = mm_module.tma_copy(src)
+    assert got.shape == src.shape and got.dtype == dtype and torch.equal(got, src)
+    assert tma_readable(got) and got.data_ptr() != src.data_ptr()
+    transposed = which == "w.T"
+    assert (got.stride(0) == 1) == transposed and (got.stride(1) == 1) != transposed
+    rows_view = got.T if transposed else got  # the buffer's rows
+    ld = rows_view.stride(0)
+    whole = torch.as_strided(rows_view, (rows_view.shape[0], ld), (ld, 1))
+    assert ld % (16 // got.element_size()) == 0 and ld - rows_view.shape[1] < 16 // got.element_size()
+    assert not whole[:, rows_view.shape[1] :].any(), "the padding is not zero"
 
 
 @pytest.mark.parametrize("variant", ["persistent", "warp_specialized"])
@@ -1097,13 +1128,13 @@ def probe(name, a, b, **kw):
     print(json.dumps({"name": name, "wgmma": ptx.count("wgmma.mma_async"), "c_i32": named["C_I32"],
                       "tma": named["USE_TMA"], "ptxas": done.stderr}), flush=True)
 
-bf = torch.bfloat16
-probe("odd N", torch.empty(8192, 768, dtype=bf), mm.tma_copy(torch.empty(768, 50257, dtype=bf)))
-probe("odd N bias_gelu", torch.empty(8192, 768, dtype=bf), mm.tma_copy(torch.empty(768, 50257, dtype=bf)),
+bf = torch.bfloat16  # the weight as tma_copy lays it out: rows padded to 50264
+probe("odd N", torch.empty(8192, 768, dtype=bf), torch.empty(768, 50264, dtype=bf)[:, :50257])
+probe("odd N bias_gelu", torch.empty(8192, 768, dtype=bf), torch.empty(768, 50264, dtype=bf)[:, :50257],
       epilogue="bias_gelu", bias=torch.empty(50257, dtype=bf), pre=torch.empty(8192, 50257, dtype=bf))
-probe("odd N bias", torch.empty(8192, 768, dtype=bf), mm.tma_copy(torch.empty(768, 50257, dtype=bf)),
+probe("odd N bias", torch.empty(8192, 768, dtype=bf), torch.empty(768, 50264, dtype=bf)[:, :50257],
       epilogue="bias", bias=torch.empty(50257, dtype=bf))
-probe("odd N residual", torch.empty(8192, 768, dtype=bf), mm.tma_copy(torch.empty(768, 50257, dtype=bf)),
+probe("odd N residual", torch.empty(8192, 768, dtype=bf), torch.empty(768, 50264, dtype=bf)[:, :50257],
       epilogue="residual", residual=torch.empty(8192, 50257, dtype=bf))
 probe("aligned", torch.empty(4096, 4096, dtype=bf), torch.empty(4096, 4096, dtype=bf))
 """

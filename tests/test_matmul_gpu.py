@@ -508,3 +508,18 @@ def test_odd_n_output_past_2_31_elements() -> None:
     c = matmul(a, b, variant="persistent")
     for rows in (slice(0, 300), slice(m - 300, m)):
         assert_close(c[rows], reference(a[rows], b), torch.bfloat16, f"rows {rows}")
+
+
+@pytest.mark.parametrize("which", ["odd rows", "w.T", "general", "misaligned base"])
+def test_tma_copy_at_real_size(which) -> None:
+    """The pad copy's values, bit for bit, at a vocabulary projection's size."""
+    base = randn((2 * 768 + 1, 2 * 50257 + 1), torch.bfloat16, 163)
+    src = {
+        "odd rows": base[:768, :50257],
+        "w.T": base[:50257 // 64, :768].T,
+        "general": base[: 2 * 768 : 2, : 2 * 50257 : 2],
+        "misaligned base": base[1:769, 1:50258],
+    }[which]
+    got = mm_module.tma_copy(src)
+    assert torch.equal(got, src) and got.data_ptr() % 16 == 0
+    assert (got.stride(0) if got.stride(1) == 1 else got.stride(1)) * 2 % 16 == 0

@@ -684,10 +684,12 @@ REASONS = {
     ),
     "unaligned-rows": (
         "rows not 16-byte aligned",
-        "A row of B or C (N elements) or of A (K elements) is not a whole number of 16 bytes here: TMA cannot read "
-        "the operands and no 16-byte vector load lines up with every row, so the dispatch runs the autotuned kernel "
-        "on narrower loads. torch.compile pads such operands to an aligned stride first, which is how it runs this "
-        "shape several times faster than cuBLAS does.",
+        "A row of B or C (N elements) or of A (K elements) is not a whole number of 16 bytes here. Our kernels read "
+        "such an operand through a copy with aligned rows (one more read and write of it, and in the training step "
+        "of the [M, N] output gradient too), and an output whose rows no TMA store can write is stored element by "
+        "element by the warps that also run the product, so the store is not hidden behind the next tile's main "
+        "loop. torch.compile pads N to a multiple of 8 and runs cuBLAS on the padded product, which writes whole "
+        "vectors; cuBLAS on the rows as they lie is several times slower than either.",
     ),
     "decode": (
         "weight-read bound",
