@@ -516,7 +516,7 @@ def test_tma_copy_at_real_size(which) -> None:
     base = randn((2 * 768 + 1, 2 * 50257 + 1), torch.bfloat16, 163)
     src = {
         "odd rows": base[:768, :50257],
-        "w.T": base[:50257 // 64, :768].T,
+        "w.T": base[: 50257 // 64, :768].T,
         "general": base[: 2 * 768 : 2, : 2 * 50257 : 2],
         "misaligned base": base[1:769, 1:50258],
     }[which]

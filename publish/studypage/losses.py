@@ -46,12 +46,17 @@ def reasons(view: StudyView) -> dict[str, tuple[str, Markup]]:
 
 
 def why(view: StudyView, c: CaseResult, peer: str, resolved: bool, close: bool, eager: bool = False) -> str:
-    """The kind of a loss: unresolved, host cost (eager), near the same bound, what the spec
-    explains, or not yet explained."""
+    """The kind of a loss: unresolved, host cost (an eager loss where the device time does not
+    lose too), near the same bound, what the spec explains, or not yet explained.  ``c`` is
+    the case's device-time result; an eager loss that the device time also loses has the
+    device loss's reason (a 1 ms product is not lost on its host work)."""
     if not resolved:
         return "unresolved"
     if eager:
-        return "host"
+        if view.outcome(c, peer) != "loss":
+            return "host"
+        device = c.ratio(peer, view.ours)
+        close = device is not None and device.lo >= 1 - view.spec.close.value / 100
     if close:
         return "close"
     explained = view.spec.explain(c, peer) if view.spec.explain is not None else None
