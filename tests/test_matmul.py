@@ -1097,6 +1097,18 @@ probe("coop 128x256 a.T w.T", torch.empty(256, 512, dtype=bf).T, torch.empty(384
 """
 
 
+def codegen_reports(probe: str) -> dict[str, dict]:
+    """Run a compile probe (Python source printing one JSON report a line, each with a
+    "name") in a fresh process without the interpreter: it compiles for sm_90, no GPU needed."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env,
+                          timeout=600, cwd=root)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {r["name"]: r for r in map(json.loads, done.stdout.splitlines())}
+
+
 _PERSISTENT_CODEGEN_PROBE = r"""
 import importlib, json, subprocess, sys, tempfile
 import torch
@@ -1146,13 +1158,7 @@ def test_persistent_kernel_at_an_odd_n_compiles_without_spills() -> None:
     every epilogue: wgmma, 32-bit output offsets and no register spill (with 64-bit offsets
     the plain product spilled 74 registers on the H200, and bias + GELU 1160 bytes in ptxas
     until its tile was stored in row parts)."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    done = subprocess.run([sys.executable, "-c", _PERSISTENT_CODEGEN_PROBE], capture_output=True, text=True, env=env,
-                          timeout=600, cwd=root)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    reports = {r["name"]: r for r in map(json.loads, done.stdout.splitlines())}
+    reports = codegen_reports(_PERSISTENT_CODEGEN_PROBE)
     assert len(reports) == 5
     for r in reports.values():
         assert r["wgmma"] > 0 and r["tma"], r
@@ -1165,13 +1171,7 @@ def test_ws_kernel_compiles_for_hopper_with_partitions_wgmma_and_tma() -> None:
     (layouts, every epilogue, both schedules; no GPU needed) and reads the PTX: wgmma, the
     ``setmaxnreg`` of the partitions, TMA loads and stores, shared memory within the host's
     model of it (which admits configs) and the Hopper limit, and no register spills."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    done = subprocess.run([sys.executable, "-c", _WS_CODEGEN_PROBE], capture_output=True, text=True, env=env,
-                          timeout=600, cwd=root)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    reports = {r["name"]: r for r in map(json.loads, done.stdout.splitlines())}
+    reports = codegen_reports(_WS_CODEGEN_PROBE)
     assert len(reports) == 9
     for r in reports.values():
         assert r["wgmma"] > 0 and r["setmaxnreg"] > 0, r
