@@ -27,7 +27,7 @@ The variants:
   Default tile 128x256x64, 3 stages, 8 warps, grouped by 16 tile rows (the tile that reached
   ~0.97-1.0x cuBLAS at 4096³/8192³ on the H200 in one probe; the group from a second,
   ``PERSISTENT_CONFIG``).  An operand TMA cannot read as it lies (an inner stride that is
-  not 1, a row stride or base that is not 16-byte aligned: a vocabulary of 50257, an odd K)
+  not 1, a row stride or base that is not 16-byte aligned: a vocabulary of 50257, a K not a multiple of 8)
   is read from a copy that it can (:func:`tma_copy`); GPUs before Hopper take the same
   persistent loop with pointer loads.  The descriptors need global scratch (``triton.set_allocator``, set
   lazily with a torch allocation).  The Triton interpreter runs the descriptors too, so the
@@ -854,7 +854,7 @@ def tma_copy(t: torch.Tensor) -> torch.Tensor:
     ``_pad_copy_kernel``, on the current stream).
 
     Why: a row stride that is not a multiple of 16 bytes (``[K, N]`` with N = 50257, ``[M,
-    K]`` with an odd K) or a misaligned base is out of TMA's reach; the pointer-loaded kernels
+    K]`` with K not a multiple of 8) or a misaligned base is out of TMA's reach; the pointer-loaded kernels
     then read 2-byte elements and ran 5-6x below the copy-then-TMA rate (8192x50257x768 bf16:
     the autotuned kernel 5.2 ms, cuBLAS 5.1, run matmul-20261203T223642Z-ec17b0f)."""
     outer = _layout(t)[0] == _OUTER

@@ -46,21 +46,30 @@ def reasons(view: StudyView) -> dict[str, tuple[str, Markup]]:
 
 
 def why(view: StudyView, c: CaseResult, peer: str, resolved: bool, close: bool, eager: bool = False) -> str:
-    """The kind of a loss: unresolved, host cost (an eager loss where the device time does not
-    lose too), near the same bound, what the spec explains, or not yet explained.  ``c`` is
-    the case's device-time result; an eager loss that the device time also loses has the
-    device loss's reason (a 1 ms product is not lost on its host work)."""
+    """The kind of a loss: unresolved, host cost (an eager loss most of whose gap is not in the
+    device times), near the same bound, what the spec explains, or not yet explained.  ``c``
+    is the case's device-time result.  An eager loss where the device times differ by at
+    least half as much as the eager calls do has the device's reason, resolved or not (a 1 ms
+    product is not lost on its host work)."""
     if not resolved:
         return "unresolved"
     if eager:
-        if view.outcome(c, peer) != "loss":
-            return "host"
         device = c.ratio(peer, view.ours)
-        close = device is not None and device.lo >= 1 - view.spec.close.value / 100
+        if device is None or _gap(c, peer, view.ours) < 0.5 * _gap(c.eager(), peer, view.ours):
+            return "host"
+        close = device.lo >= 1 - view.spec.close.value / 100
     if close:
         return "close"
     explained = view.spec.explain(c, peer) if view.spec.explain is not None else None
     return explained or "unexplained"
+
+
+def _gap(c: CaseResult, peer: str, ours: str) -> float:
+    # Our median time less the peer's (µs), 0 where either has none.
+    mine, theirs = c.get(ours), c.get(peer)
+    if mine is None or theirs is None or mine.summary is None or theirs.summary is None:
+        return 0.0
+    return mine.time().value - theirs.time().value
 
 
 def _order(c: CaseResult) -> tuple[str, str, tuple[int, int]]:
