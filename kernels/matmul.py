@@ -1430,7 +1430,10 @@ def matmul(
         a: ``[M, K]``; b: ``[K, N]``.  Both float16, both bfloat16 or both float32, on one
             CUDA GPU (the kernels run on that GPU, whichever is current), or on the CPU under
             ``TRITON_INTERPRET=1``.  Any strides: ``w.T`` (a transposed operand) is read in
-            place, never copied.
+            place.  The one copy: the TMA kernels (``persistent``, ``warp_specialized``, on
+            Hopper) read an operand whose other stride or base is not a multiple of 16 bytes
+            from a padded copy made for the call (:func:`tma_copy`: one more read and write
+            of that operand, and its size in memory until the call returns).
         variant: ``"fixed"``, ``"autotuned"``, ``"persistent"`` (TMA, one program per SM),
             ``"warp_specialized"`` (TMA producer and two consumer warpgroups, fp16/bf16 on
             Hopper; :func:`ws_eligible`) or ``"split_k"`` (decode shapes); ``None`` chooses
