@@ -489,7 +489,7 @@ def _pad_copy_kernel(
     is a 16-byte vector (the store mask is constant over runs of VEC); ``src`` has any strides,
     its rows read in coalesced runs of 2- or 4-byte loads.  One read and one write of the
     operand: torch's strided copy into the same padded view moved 1.7 TB/s at 768x50257 bf16
-    (92 µs, notes/2026-12-04-probe-odd-rows-309c05d.log)."""
+    (92 µs, notes/2026-12-04-probe-odd-rows-309c05d.log), this kernel 3.2 (``_PAD_BLOCK``)."""
     r = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
     c = tl.program_id(1).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
     x = tl.load(src_ptr + r[:, None] * s0 + c[None, :] * s1, mask=(r[:, None] < rows) & (c[None, :] < cols), other=0.0)
@@ -895,7 +895,10 @@ _SPLIT = FastKernel(_mm_split_kernel)
 _SPLIT_REDUCE = FastKernel(_mm_split_reduce_kernel)
 _GELU_BACKWARD = FastKernel(_gelu_backward_kernel)
 _PAD_COPY = FastKernel(_pad_copy_kernel)
-_PAD_BLOCK = (16, 256)  # rows x columns a program of the pad copy
+# Rows x columns a program of the pad copy (4 warps): 4 x 1024 moved 2.9-3.2 TB/s on the
+# odd-row operands and the two held out from the choice, 16 x 256 2.3-2.6 and torch's strided
+# copy 1.6-1.7; a contiguous copy of the same bytes 3.8-4.2 (notes/2026-12-04-probe-pad-copy-5ece7a3.log).
+_PAD_BLOCK = (4, 1024)
 
 _recording: list[Any] | None = None  # compiled_kernels() collects the compiled kernels here
 

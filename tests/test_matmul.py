@@ -1166,6 +1166,31 @@ def test_persistent_kernel_at_an_odd_n_compiles_without_spills() -> None:
     assert reports["odd N"]["c_i32"] and not reports["aligned"]["c_i32"]
 
 
+_PAD_COPY_CODEGEN_PROBE = r"""
+import importlib, json, re
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+mm = importlib.import_module("kernels.matmul")
+fn = mm._pad_copy_kernel
+for name, ty, vec in (("bf16", "*bf16", 8), ("fp32", "*fp32", 4)):
+    named = {"VEC": vec, "BLOCK_R": mm._PAD_BLOCK[0], "BLOCK_C": mm._PAD_BLOCK[1]}
+    sig = {p.name: "constexpr" if p.name in named else ty if p.name.endswith("_ptr") else "i64" for p in fn.params}
+    attrs = {(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]]}
+    k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=named, attrs=attrs),
+                       target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+    stores = sorted(set(re.findall(r"st\.global[.\w]*", k.asm["ptx"])))
+    print(json.dumps({"name": name, "stores": stores}), flush=True)
+"""
+
+
+def test_pad_copy_stores_16_byte_vectors() -> None:
+    """tma_copy's kernel compiled for sm_90 with its tile: every store a 16-byte vector (the
+    destination's rows are whole vectors and the store mask is constant over each)."""
+    reports = codegen_reports(_PAD_COPY_CODEGEN_PROBE)
+    assert reports["bf16"]["stores"] == ["st.global.v4.b32"] and reports["fp32"]["stores"] == ["st.global.v4.b32"]
+
+
 def test_ws_kernel_compiles_for_hopper_with_partitions_wgmma_and_tma() -> None:
     """Compiles the warp-specialized kernel for sm_90 with the constexprs the host's plan passes
     (layouts, every epilogue, both schedules; no GPU needed) and reads the PTX: wgmma, the
