@@ -70,6 +70,41 @@ def _tile(t, num_m, num_n, GROUP_M: gl.constexpr):
     return first_m + (t % group) % size_m, (t % group) // size_m
 
 
+# Rows of the tile a consumer stores at a time where the output's rows are not 16-byte aligned.
+_STORE_ROWS = gl.constexpr(16)
+
+
+@gluon.jit
+def _store(acc, dst, c_smem, row0, col0, M, N, C_TMA: gl.constexpr):
+    # One [BM, BN] tile of the output (or of the pre-activation) from the fp32 accumulator,
+    # through this consumer's shared tile.  C_TMA: ``dst`` is a descriptor and one TMA store
+    # writes the tile, asynchronously (the next write of c_smem waits for it to leave).
+    # Otherwise ``dst`` is the pointer of a contiguous [M, N] whose rows are not 16-byte
+    # aligned (an odd N: a vocabulary of 50257), out of TMA's reach: the tile is read back from
+    # shared memory _STORE_ROWS rows at a time in a layout whose 32 lanes hold 32 consecutive
+    # columns of one row, so each 2-byte store instruction of a warp writes 64 contiguous
+    # bytes (in the accumulator's own layout a warp's stores would span 8 rows); the
+    # accumulator's layout puts a thread on 2 columns of 8 rows.  Few rows at a time keep the
+    # 64-bit addresses' registers few.  Under ping-pong the other consumer's main loop runs
+    # meanwhile.
+    BM: gl.constexpr = c_smem.shape[0]
+    BN: gl.constexpr = c_smem.shape[1]
+    if C_TMA:
+        tma.store_wait(0)  # the previous store has left c_smem
+        c_smem.store(acc.to(c_smem.dtype))
+        fence_async_shared()
+        tma.async_copy_shared_to_global(dst, [row0, col0], c_smem)
+    else:
+        rows_layout: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [4, 1], [1, 0])
+        c_smem.store(acc.to(c_smem.dtype))  # the compiler's barriers order these with the loads around them
+        cols = col0 + gl.arange(0, BN, layout=gl.SliceLayout(0, rows_layout))
+        for r in gl.static_range(0, BM, _STORE_ROWS):
+            rows = row0 + r + gl.arange(0, _STORE_ROWS, layout=gl.SliceLayout(1, rows_layout))
+            part = c_smem.slice(r, _STORE_ROWS, dim=0).load(rows_layout)
+            mask = (rows[:, None] < M) & (cols[None, :] < N)
+            gl.store(dst + rows.to(gl.int64)[:, None] * N + cols[None, :], part, mask=mask)
+
+
 @gluon.jit
 def _producer(
     a_desc, b_desc, a_bufs, b_bufs, ready, empty, num_tiles, num_m, num_n, k_steps,
@@ -117,6 +152,7 @@ def _consumer(
     c_smem, num_tiles, num_m, num_n, k_steps,
     WG: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, S: gl.constexpr, GROUP_M: gl.constexpr,
     A_T: gl.constexpr, B_T: gl.constexpr, COOP: gl.constexpr, EPILOGUE: gl.constexpr, STORE_PRE: gl.constexpr,
+    C_TMA: gl.constexpr,
 ):  # fmt: skip
     layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 16])
     pid, nprog = gl.program_id(0), gl.num_programs(0)
@@ -148,7 +184,7 @@ def _consumer(
         m += 1  # noqa: SIM113 (a jit loop: no enumerate)
         acc = warpgroup_mma_wait(0, deps=(acc,))
         mbarrier.arrive(empty.index((i0 + k_steps - 1) % S), count=1)
-        # The epilogue, on the fp32 accumulator; TMA clips the store at M and N.
+        # The epilogue, on the fp32 accumulator (the stores clip at M and N).
         row0 = pid_m * (2 * BM) + WG * BM if COOP else pid_m * BM
         col0 = pid_n * BN
         if EPILOGUE == 1 or EPILOGUE == 2:  # + bias[N]
@@ -162,18 +198,13 @@ def _consumer(
             acc = acc + gl.load(res_ptr + offs, mask=mask, other=0.0).to(gl.float32)
         if EPILOGUE == 2:
             if STORE_PRE:  # the pre-activation for the backward, through the same shared tile
-                tma.store_wait(0)
-                c_smem.store(acc.to(c_desc.dtype))
-                fence_async_shared()
-                tma.async_copy_shared_to_global(pre_desc, [row0, col0], c_smem)
+                _store(acc, pre_desc, c_smem, row0, col0, M, N, C_TMA)
             # tanh-GELU as z * sigmoid(2u) = z / (1 + exp(-2u)), u = sqrt(2/pi) (z + 0.044715 z^3)
             u = GELU_C * (acc + GELU_A * acc * acc * acc)
             acc = acc / (1.0 + gl.exp2(-_TWO_LOG2E * u))
-        tma.store_wait(0)  # the previous store has left c_smem
-        c_smem.store(acc.to(c_desc.dtype))
-        fence_async_shared()
-        tma.async_copy_shared_to_global(c_desc, [row0, col0], c_smem)
-    tma.store_wait(0)
+        _store(acc, c_desc, c_smem, row0, col0, M, N, C_TMA)
+    if C_TMA:
+        tma.store_wait(0)
 
 
 # Integer arguments have fixed types and are not specialized on (a new M compiles nothing new);
@@ -184,7 +215,7 @@ def ws_matmul_kernel(
     s_a: tl.int64, s_b: tl.int64, s_bias: tl.int64, s_rm: tl.int64, s_rn: tl.int64,
     A_T: gl.constexpr, B_T: gl.constexpr, EPILOGUE: gl.constexpr, STORE_PRE: gl.constexpr,
     BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr,
-    S: gl.constexpr, COOP: gl.constexpr,
+    S: gl.constexpr, COOP: gl.constexpr, C_TMA: gl.constexpr,
 ):  # fmt: skip
     """``c[M, N] = epilogue(a @ b)`` for fp16/bf16, one program per SM (grid ≤ tiles).
 
@@ -216,8 +247,12 @@ def ws_matmul_kernel(
         b_desc = tma.make_tensor_descriptor(b_ptr, [K, N], [s_b, 1], [BLOCK_K, BLOCK_N], b_layout)
         b_bufs = gl.allocate_shared_memory(dtype, [S, BLOCK_K, BLOCK_N], b_layout)
     c_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BM, BLOCK_N], dtype)
-    c_desc = tma.make_tensor_descriptor(c_ptr, [M, N], [N, 1], [BM, BLOCK_N], c_layout)
-    pre_desc = tma.make_tensor_descriptor(pre_ptr, [M, N], [N, 1], [BM, BLOCK_N], c_layout)
+    if C_TMA:
+        c_desc = tma.make_tensor_descriptor(c_ptr, [M, N], [N, 1], [BM, BLOCK_N], c_layout)
+        pre_desc = tma.make_tensor_descriptor(pre_ptr, [M, N], [N, 1], [BM, BLOCK_N], c_layout)
+    else:  # rows not 16-byte aligned: stored through pointers (_store)
+        c_desc = c_ptr
+        pre_desc = pre_ptr
     c0 = gl.allocate_shared_memory(dtype, [BM, BLOCK_N], c_layout)
     c1 = gl.allocate_shared_memory(dtype, [BM, BLOCK_N], c_layout)
     turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
@@ -236,10 +271,10 @@ def ws_matmul_kernel(
         [
             (_consumer, (c_desc, pre_desc, bias_ptr, res_ptr, M, N, s_bias, s_rm, s_rn, a_bufs, b_bufs, ready,
                          empty, turn, c0, num_tiles, num_m, num_n, k_steps, 0, BM, BLOCK_N, S, GROUP_M, A_T, B_T,
-                         COOP, EPILOGUE, STORE_PRE)),
+                         COOP, EPILOGUE, STORE_PRE, C_TMA)),
             (_consumer, (c_desc, pre_desc, bias_ptr, res_ptr, M, N, s_bias, s_rm, s_rn, a_bufs, b_bufs, ready,
                          empty, turn, c1, num_tiles, num_m, num_n, k_steps, 1, BM, BLOCK_N, S, GROUP_M, A_T, B_T,
-                         COOP, EPILOGUE, STORE_PRE)),
+                         COOP, EPILOGUE, STORE_PRE, C_TMA)),
             (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, num_tiles, num_m, num_n, k_steps, BLOCK_M,
                          BLOCK_N, BLOCK_K, S, GROUP_M, A_T, B_T)),
         ],

@@ -735,7 +735,8 @@ def dispatch(a: torch.Tensor, b: torch.Tensor, epilogue: str | None = None, prec
     operands' shapes, with whether the warp-specialized kernel can run them
     (:func:`ws_eligible`).  The sweep records this, so its record is the call's own choice."""
     (m, k), n = a.shape, b.shape[1]
-    return default_variant(m, n, k, a.device, a.dtype, epilogue, precision, ws_eligible(a, b))
+    ws = ws_eligible(a, b) and (n * a.element_size()) % 16 == 0
+    return default_variant(m, n, k, a.device, a.dtype, epilogue, precision, ws)
 
 
 @functools.cache
@@ -782,7 +783,7 @@ def ws_eligible(a: torch.Tensor, b: torch.Tensor) -> bool:
     if INTERPRETER or not a.is_cuda or a.dtype not in (torch.float16, torch.bfloat16):
         return False
     (m, k), n = a.shape, b.shape[1]
-    if k == 0 or max(m, n, k) >= 2**31 or (n * a.element_size()) % 16:
+    if k == 0 or max(m, n, k) >= 2**31:
         return False
     index = a.device.index if a.device.index is not None else current_device()
     return _capability(index)[0] == 9
@@ -1062,7 +1063,7 @@ def _prepare(
             cfg = config or WS_CONFIG
             a_t, b_t = a_lay == _OUTER, b_lay == _OUTER  # read through descriptors of the memory as it lies
             consts = (a_t, b_t, code, store_pre, cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m,
-                      cfg.num_stages, cfg.num_warps == 8)  # fmt: skip
+                      cfg.num_stages, cfg.num_warps == 8, c_vec > 1)  # fmt: skip
             tiles = cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n)
             args = (*tensors, m, n, k, s_ak if a_t else s_am, s_bn if b_t else s_bk, s_bias, s_rm, s_rn)
             return _WS, _launch_key(index, tensors), (min(sm_count(a.device), tiles), 1, 1), args, consts, 4, 1, True

@@ -358,8 +358,10 @@ WS_CONFIGS = {
     "cooperative 128x256": TileConfig(128, 256, 64, 8, 3, 8),
 }
 # (M, N, K): edges in every dimension (TMA zero-fills the loads and clips the stores), a K
-# tail of 8, one row, fewer tiles than programs, and more tiles than two waves.
-WS_SHAPES = [(300, 520, 72), (1, 4096, 4096), (1000, 1048, 1032), (2304, 2560, 1024), (304, 520, 72)]
+# tail of 8, one row, fewer tiles than programs, and more tiles than two waves; an odd N
+# (output rows not 16-byte aligned: pointer stores, masked at the edges).
+WS_SHAPES = [(300, 520, 72), (1, 4096, 4096), (1000, 1048, 1032), (2304, 2560, 1024), (304, 520, 72),
+             (300, 521, 72), (1000, 1049, 1032), (2304, 2555, 1024)]  # fmt: skip
 
 
 @hopper_only
@@ -381,15 +383,26 @@ def test_ws_kernel_edges_layouts_and_schedules(name, shape) -> None:
 
 
 @hopper_only
+@pytest.mark.parametrize("n", [1048, 1049])
 @pytest.mark.parametrize("name", ["ping-pong", "cooperative 256x128"])
 @pytest.mark.parametrize("epilogue", ["bias", "bias_gelu", "residual"])
-def test_ws_epilogues_at_edges(name, epilogue) -> None:
-    m, n, k = 1000, 1048, 1032
+def test_ws_epilogues_at_edges(name, epilogue, n) -> None:
+    m, k = 1000, 1032
     dtype = torch.bfloat16
     a, b = randn((m, k), dtype, 120), randn((k, n), dtype, 121, scale=k**-0.5)
     kw = {"bias": randn((n,), dtype, 122)} if epilogue != "residual" else {"residual": randn((n, m), dtype, 123).T}
     c = matmul(a, b, variant="warp_specialized", epilogue=epilogue, config=WS_CONFIGS[name], **kw)
-    assert_close(c, reference(a, b, epilogue, **kw), dtype, f"{name} {epilogue}")
+    assert_close(c, reference(a, b, epilogue, **kw), dtype, f"{name} {epilogue} N={n}")
+    if epilogue == "bias_gelu":  # the pre-activation the backward reads, through the same store path
+        a_, b_ = a.detach().requires_grad_(), b.detach().requires_grad_()
+        out = matmul(a_, b_, variant="warp_specialized", epilogue=epilogue, config=WS_CONFIGS[name], **kw)
+        dy = randn((m, n), dtype, 124)
+        da, db = torch.autograd.grad(out, (a_, b_), dy)
+        a64, b64 = a.double().requires_grad_(), b.double().requires_grad_()
+        ref = reference(a64, b64, epilogue, **kw)
+        ref_da, ref_db = torch.autograd.grad(ref, (a64, b64), dy.double())
+        assert_close(da, ref_da, dtype, f"{name} dA N={n}")
+        assert_close(db, ref_db, dtype, f"{name} dB N={n}")
 
 
 @hopper_only
@@ -405,10 +418,12 @@ def test_ws_kernel_evidence_and_fallback() -> None:
     assert "setmaxnreg" in copied.asm["ptx"], "an operand TMA cannot read is copied, not refused"
     assert_close(matmul(skew, b, variant="warp_specialized"), reference(skew, b), torch.bfloat16, "copied a")
     odd = randn((4096, 4095), torch.bfloat16, 133)  # the output's rows 8190 bytes: no TMA store
-    (fallback,) = compiled_kernels(b, odd, variant="warp_specialized")
-    assert "setmaxnreg" not in fallback.asm["ptx"], "an odd N must take the persistent kernel"
-    assert "cp.async.bulk.tensor" in fallback.asm["ptx"] and "wgmma" in fallback.asm["ptx"]
-    assert_close(matmul(b, odd, variant="warp_specialized"), reference(b, odd), torch.bfloat16, "fallback")
+    (pointers,) = compiled_kernels(b, odd, variant="warp_specialized")
+    ptx = pointers.asm["ptx"]
+    assert "setmaxnreg" in ptx and "cp.async.bulk.tensor.2d.shared" in ptx, "an odd N keeps the TMA loads"
+    assert "cp.async.bulk.tensor.2d.global" not in ptx and "st.global.b16" in ptx, "and stores through pointers"
+    assert pointers.n_spills == 0
+    assert_close(matmul(b, odd, variant="warp_specialized"), reference(b, odd), torch.bfloat16, "odd N")
 
 
 @hopper_only
@@ -498,16 +513,17 @@ def test_tma_copy_in_a_cuda_graph() -> None:
     assert_close(got, reference(a, b), torch.bfloat16, "replayed with new values")
 
 
-def test_odd_n_output_past_2_31_elements() -> None:
+@pytest.mark.parametrize("variant", ["persistent", "warp_specialized"])
+def test_odd_n_output_past_2_31_elements(variant) -> None:
     """An odd N with an output of more than 2^31 elements: the output offsets stay 64-bit
     (the host promises 32-bit ones only below that) and the last rows land where they belong."""
     n, k = 4097, 64
     m = (1 << 31) // n + 300
     a = randn((m, k), torch.bfloat16, 161)
     b = randn((k, n), torch.bfloat16, 162)
-    c = matmul(a, b, variant="persistent")
+    c = matmul(a, b, variant=variant)
     for rows in (slice(0, 300), slice(m - 300, m)):
-        assert_close(c[rows], reference(a[rows], b), torch.bfloat16, f"rows {rows}")
+        assert_close(c[rows], reference(a[rows], b), torch.bfloat16, f"{variant} rows {rows}")
 
 
 @pytest.mark.parametrize("which", ["odd rows", "w.T", "general", "misaligned base"])

@@ -101,12 +101,16 @@ TUNED_ON = [(1536, 1536, 1536), (3072, 3072, 3072), (2000, 5120, 5120), (4096, 1
 # ran: 40x3072x5120, 8x6144x3072 and 120x1536x6144.  A fifth, operands TMA cannot read as
 # they lie, chosen on 2026-12-04 before the copy for TMA (kernels.matmul.tma_copy) was timed
 # anywhere: an odd vocabulary of 100277 at K = 2048, a K of 4100 (a's rows 8200 bytes), and
-# every dimension odd (3001x4001x5001).
+# every dimension odd (3001x4001x5001).  A sixth, odd N, chosen on 2026-12-04 before the
+# warp-specialized kernel's pointer stores for such an output (notes/probe_ws_odd_n.py, which
+# does not time them) ran anywhere: 6144x49999x1536, 1024x151655x896 (a vocabulary of
+# 151655 at few rows) and 16384x12289x3072.
 HELD_OUT = [(2560, 2560, 2560), (6144, 6144, 2048), (3000, 7168, 3000), (12288, 1536, 1536),
             (4096, 32001, 1024), (48, 5120, 13824), (8, 8192, 28672),
             (24, 3584, 18944), (100, 7168, 18432), (2, 2560, 9728), (16, 9216, 8192),
             (40, 3072, 5120), (8, 6144, 3072), (120, 1536, 6144),
-            (2048, 100277, 2048), (4096, 4096, 4100), (3001, 4001, 5001)]  # fmt: skip
+            (2048, 100277, 2048), (4096, 4096, 4100), (3001, 4001, 5001),
+            (6144, 49999, 1536), (1024, 151655, 896), (16384, 12289, 3072)]  # fmt: skip
 EPILOGUES = {"mm_bias": "bias", "mm_bias_gelu": "bias_gelu", "mm_residual": "residual"}  # op -> our epilogue
 QUICK = {
     ("fwd", "bf16"): [(127, 255, 65), (4096, 4096, 4096), (8192, 8192, 8192), (16, 4096, 4096)],
