@@ -13,7 +13,8 @@ store), and the tensor cores wait meanwhile; at 8192³ bf16 a GELU epilogue cost
 - two *consumer* warpgroups run async wgmma on the ring (one group in flight, fp32
   accumulators in registers; ``setmaxnreg`` gives them 232 registers a thread and the
   producer 40), then the epilogue, and store the tile through their own shared tile and a
-  TMA store (which clips the edges).
+  TMA store (which clips the edges) or, where the output's rows are not 16-byte aligned (an
+  odd N), pointer stores read back from that tile (``_drain``).
 
 Two schedules, chosen by the tile's warps (``TileConfig.num_warps``):
 
@@ -30,8 +31,8 @@ Two schedules, chosen by the tile's warps (``TileConfig.num_warps``):
 Operands are read in place: ``a`` as ``[M, K]`` row-major or, transposed (``A_T``), through a
 descriptor of its memory ``[K, M]`` whose shared tile is handed to wgmma permuted; ``b`` as
 ``[K, N]`` or, transposed (``B_T``, the ``x @ w.T`` of a linear layer), ``[N, K]``.  TMA needs
-a unit inner stride, 16-byte-aligned bases and row strides; the host
-(:func:`kernels.matmul.ws_eligible`) sends every other call to the persistent Triton kernel.
+a unit inner stride, 16-byte-aligned bases and row strides; the host hands the kernel an
+operand that has none of these as :func:`kernels.matmul.tma_copy`'s copy.
 
 Evidence that led here: notes/probe_gluon_ws_gemm.py (2026-12-03, H200): ping-pong with 5
 stages ran bias + GELU at 8192³ bf16 in 1665.5 µs against addmm + GELU's 1706.3 (11 of 12
@@ -75,34 +76,38 @@ _STORE_ROWS = gl.constexpr(16)
 
 
 @gluon.jit
-def _store(acc, dst, c_smem, row0, col0, M, N, C_TMA: gl.constexpr):
-    # One [BM, BN] tile of the output (or of the pre-activation) from the fp32 accumulator,
-    # through this consumer's shared tile.  C_TMA: ``dst`` is a descriptor and one TMA store
-    # writes the tile, asynchronously (the next write of c_smem waits for it to leave).
-    # Otherwise ``dst`` is the pointer of a contiguous [M, N] whose rows are not 16-byte
-    # aligned (an odd N: a vocabulary of 50257), out of TMA's reach: the tile is read back from
-    # shared memory _STORE_ROWS rows at a time in a layout whose 32 lanes hold 32 consecutive
-    # columns of one row, so each 2-byte store instruction of a warp writes 64 contiguous
-    # bytes (in the accumulator's own layout a warp's stores would span 8 rows); the
-    # accumulator's layout puts a thread on 2 columns of 8 rows.  Few rows at a time keep the
-    # 64-bit addresses' registers few.  Under ping-pong the other consumer's main loop runs
-    # meanwhile.
+def _drain(c_smem, dst, row0, col0, M, N):
+    # Pointer stores of the tile staged in c_smem to the contiguous [M, N] at ``dst``, for an
+    # output whose rows are not 16-byte aligned (an odd N: a vocabulary of 50257), out of TMA's
+    # reach.  The accumulator's layout puts a warp's 32 lanes on 8 rows, so its 2-byte stores
+    # would each touch 8 rows; read back from shared memory in a layout whose lanes hold 32
+    # consecutive columns of one row, each warp instruction writes 64 contiguous bytes.
+    # _STORE_ROWS rows at a time keep the 64-bit addresses' registers few.  Under ping-pong the
+    # other consumer's main loop runs meanwhile.
     BM: gl.constexpr = c_smem.shape[0]
     BN: gl.constexpr = c_smem.shape[1]
+    rows_layout: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [4, 1], [1, 0])
+    cols = col0 + gl.arange(0, BN, layout=gl.SliceLayout(0, rows_layout))
+    for r in gl.static_range(0, BM, _STORE_ROWS):
+        rows = row0 + r + gl.arange(0, _STORE_ROWS, layout=gl.SliceLayout(1, rows_layout))
+        part = c_smem.slice(r, _STORE_ROWS, dim=0).load(rows_layout)  # after the compiler's barrier
+        mask = (rows[:, None] < M) & (cols[None, :] < N)
+        gl.store(dst + rows.to(gl.int64)[:, None] * N + cols[None, :], part, mask=mask)
+
+
+@gluon.jit
+def _store(val, dst, c_smem, row0, col0, M, N, C_TMA: gl.constexpr):
+    # One [BM, BN] tile of the output (or of the pre-activation) through this consumer's shared
+    # tile.  C_TMA: ``dst`` is a descriptor and one asynchronous TMA store writes the tile (the
+    # next write of c_smem waits for it to leave); else ``dst`` is a pointer (_drain).
     if C_TMA:
-        tma.store_wait(0)  # the previous store has left c_smem
-        c_smem.store(acc.to(c_smem.dtype))
+        tma.store_wait(0)
+        c_smem.store(val.to(c_smem.dtype))
         fence_async_shared()
         tma.async_copy_shared_to_global(dst, [row0, col0], c_smem)
     else:
-        rows_layout: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [4, 1], [1, 0])
-        c_smem.store(acc.to(c_smem.dtype))  # the compiler's barriers order these with the loads around them
-        cols = col0 + gl.arange(0, BN, layout=gl.SliceLayout(0, rows_layout))
-        for r in gl.static_range(0, BM, _STORE_ROWS):
-            rows = row0 + r + gl.arange(0, _STORE_ROWS, layout=gl.SliceLayout(1, rows_layout))
-            part = c_smem.slice(r, _STORE_ROWS, dim=0).load(rows_layout)
-            mask = (rows[:, None] < M) & (cols[None, :] < N)
-            gl.store(dst + rows.to(gl.int64)[:, None] * N + cols[None, :], part, mask=mask)
+        c_smem.store(val.to(c_smem.dtype))
+        _drain(c_smem, dst, row0, col0, M, N)
 
 
 @gluon.jit
@@ -221,7 +226,8 @@ def ws_matmul_kernel(
 
     ``a``: ``[M, K]`` with row stride ``s_a`` or (``A_T``) its memory ``[K, M]`` with row
     stride ``s_a``; ``b``: ``[K, N]`` or (``B_T``) ``[N, K]``, row stride ``s_b``.  ``c`` and
-    ``pre`` are contiguous ``[M, N]``.  EPILOGUE: 0 none, 1 bias, 2 bias + tanh-GELU (STORE_PRE:
+    ``pre`` are contiguous ``[M, N]``, written by TMA stores where C_TMA (N a multiple of 16
+    bytes), else by pointer stores.  EPILOGUE: 0 none, 1 bias, 2 bias + tanh-GELU (STORE_PRE:
     z to ``pre`` too), 3 residual (strides ``s_rm``, ``s_rn``).  A tile is ``BLOCK_M x
     BLOCK_N`` (split by rows between the consumers when COOP), K steps of ``BLOCK_K``, ``S``
     ring stages.  Launch with 4 warps (the first consumer; the partitions add the rest)."""

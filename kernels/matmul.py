@@ -681,8 +681,7 @@ def default_variant(
 ) -> str:  # fmt: skip
     """The variant ``matmul(variant=None)`` runs for an ``[m, k] @ [k, n]`` product on ``device``
     (``precision``: float32's, ``"tf32"`` or ``"ieee"``; ``tma``: whether the warp-specialized
-    kernel can run, :func:`ws_eligible`: 16-bit operands on Hopper and N a multiple of 16
-    bytes, the row stride of the output its TMA store writes).
+    kernel can run, :func:`ws_eligible`: 16-bit operands on Hopper).
 
     - Decode-like (at most ``SPLIT_K_MAX_M`` rows): ``split_k`` where K is at least
       ``SPLIT_K_MIN_K`` and split-K's tiles (:func:`split_config`) fill at most
@@ -692,8 +691,8 @@ def default_variant(
       matmul-20261203T144707Z-e7a7746).
     - On Hopper (compute capability 9.x): TF32 products of at least ``PERSISTENT_MIN_MNK`` run
       ``persistent`` (its operand in registers, ``REG_OPERAND``).  16-bit products run
-      ``warp_specialized`` with at least ``WS_MIN_WAVES`` waves of its tiles (where it can
-      store the output), ``persistent`` with at least ``PERSISTENT_MIN_WAVES`` waves of its
+      ``warp_specialized`` with at least ``WS_MIN_WAVES`` waves of its tiles,
+      ``persistent`` with at least ``PERSISTENT_MIN_WAVES`` waves of its
       own, ``autotuned`` below that.  Both read an operand TMA cannot read from an aligned
       copy (:func:`tma_copy`).
     - ``autotuned`` otherwise; ``fixed`` under the interpreter (the autotuner has nothing to
@@ -711,7 +710,12 @@ def default_variant(
     86 tiles, the autotuned kernel was level or ahead); under it, run
     matmul-20261204T045154Z-74975d6 had the choice within 4% of cuBLAS on five held-out
     decode products and ahead of split-K on the sixth (16x9216x8192, autotuned: 38.3 against
-    40.8 µs)."""
+    40.8 µs).  An odd N, whose output rows TMA cannot write, went to the persistent kernel
+    until the warp-specialized kernel could store such rows through pointers; then
+    (notes/2026-12-04c-probe-ws-odd-n-ea106a4.log, warm, x @ w.T) it ran 954.7 µs against
+    1113.5 at 8192x50257x768, 765.1 against 814.7 at 16384x11001x1536, 107.3 against 138.5 at
+    2048x4097x4096 and 116.0 against 139.3 at 1536x6001x4096, and 2331.5 against 2275.6 at
+    4096x50257x4096 (2% behind), so an odd N follows the same waves as an aligned one."""
     if INTERPRETER or device.type != "cuda":
         return "fixed"
     sms = sm_count(device)
@@ -735,26 +739,29 @@ def dispatch(a: torch.Tensor, b: torch.Tensor, epilogue: str | None = None, prec
     operands' shapes, with whether the warp-specialized kernel can run them
     (:func:`ws_eligible`).  The sweep records this, so its record is the call's own choice."""
     (m, k), n = a.shape, b.shape[1]
-    ws = ws_eligible(a, b) and (n * a.element_size()) % 16 == 0
-    return default_variant(m, n, k, a.device, a.dtype, epilogue, precision, ws)
+    return default_variant(m, n, k, a.device, a.dtype, epilogue, precision, ws_eligible(a, b))
 
 
 @functools.cache
 def dispatch_rule() -> str:
-    """A fingerprint of :func:`default_variant`, ten hex digits: its code (tokens, without the
-    docstring and comments, so an edit of words or layout is the same rule) and the values of
-    the module's constants it reads.  The sweep records it beside each default call, so the
+    """A fingerprint of the dispatch, ten hex digits: the code of :func:`default_variant`,
+    :func:`dispatch` and :func:`ws_eligible` (what the choice reads: tokens, without the
+    docstrings and comments, so an edit of words or layout is the same rule) and the values of
+    the module's constants they read.  The sweep records it beside each default call, so the
     page scores the dispatch's regret only on cases run under one rule, not on choices a later
     rule changed."""
-    source = textwrap.dedent(inspect.getsource(default_variant))
-    doc = ast.get_docstring(ast.parse(source).body[0], clean=False)
-    tokens = [
-        t.string
-        for t in tokenize.generate_tokens(io.StringIO(source).readline)
-        if t.type not in _LAYOUT_TOKENS and not (t.type == tokenize.STRING and doc and doc in t.string)
-    ]
-    names = default_variant.__code__.co_names  # the globals (and attributes) it reads
-    consts = [f"{n}={globals()[n]!r}" for n in sorted(set(names)) if n in globals() and _constant(globals()[n])]
+    tokens: list[str] = []
+    names: set[str] = set()
+    for fn in _RULE_FUNCTIONS:
+        source = textwrap.dedent(inspect.getsource(fn))
+        doc = ast.get_docstring(ast.parse(source).body[0], clean=False)
+        tokens += [
+            t.string
+            for t in tokenize.generate_tokens(io.StringIO(source).readline)
+            if t.type not in _LAYOUT_TOKENS and not (t.type == tokenize.STRING and doc and doc in t.string)
+        ]
+        names |= set(fn.__code__.co_names)  # the globals (and attributes) it reads
+    consts = [f"{n}={globals()[n]!r}" for n in sorted(names) if n in globals() and _constant(globals()[n])]
     return hashlib.sha256("\n".join([" ".join(tokens), *consts]).encode()).hexdigest()[:10]
 
 
@@ -776,10 +783,10 @@ def ws_shared_bytes(config: TileConfig, element_size: int = 2) -> int:
 def ws_eligible(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether the warp-specialized kernel runs ``a @ b`` (else ``variant="warp_specialized"``
     runs the persistent kernel): float16/bfloat16 operands on a GPU of compute capability 9.x
-    (wgmma and the ``setmaxnreg`` partitions are sm_90 instructions), ``N`` a multiple of 16
-    bytes (the output's row stride, which TMA writes), ``K ≥ 1`` and every dimension below
-    2^31 (TMA coordinates are 32-bit).  An operand TMA cannot read as it lies is read from
-    :func:`tma_copy`'s copy."""
+    (wgmma and the ``setmaxnreg`` partitions are sm_90 instructions), ``K ≥ 1`` and every
+    dimension below 2^31 (TMA coordinates are 32-bit).  An operand TMA cannot read as it lies
+    is read from :func:`tma_copy`'s copy; an output whose rows are not 16-byte aligned (an odd
+    N) is written through pointers instead of TMA stores."""
     if INTERPRETER or not a.is_cuda or a.dtype not in (torch.float16, torch.bfloat16):
         return False
     (m, k), n = a.shape, b.shape[1]
@@ -787,6 +794,9 @@ def ws_eligible(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
     index = a.device.index if a.device.index is not None else current_device()
     return _capability(index)[0] == 9
+
+
+_RULE_FUNCTIONS = (default_variant, dispatch, ws_eligible)  # what dispatch_rule fingerprints
 
 
 def split_config(m: int, dtype: torch.dtype) -> TileConfig:

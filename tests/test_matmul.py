@@ -779,16 +779,24 @@ def test_dispatch_rule_fingerprints_the_rule(monkeypatch) -> None:
     doc = '"""The variant ``matmul(variant=None)`` runs'
     assert doc in source and 'return "persistent"\n' in source
 
-    def rule_of(text: str) -> str:
+    getsource = inspect.getsource
+
+    def rule_of(text: str, fn=mm_module.default_variant) -> str:
         mm_module.dispatch_rule.cache_clear()
         with monkeypatch.context() as patch:
-            patch.setattr(mm_module.inspect, "getsource", lambda fn: text)
+            patch.setattr(mm_module.inspect, "getsource", lambda f: text if f is fn else getsource(f))
             return mm_module.dispatch_rule()
 
     try:
         reworded = source.replace(doc, '"""Which variant ``matmul(variant=None)`` runs')
         assert rule_of(reworded.replace("    sms = sm_count(device)\n", "\n    sms = sm_count(device)  # n\n")) == first
         assert rule_of(source.replace('return "persistent"\n', 'return "warp_specialized"\n')) != first
+        # what the choice reads besides: which products the warp-specialized kernel may run
+        eligible = getsource(mm_module.ws_eligible)
+        assert "max(m, n, k) >= 2**31" in eligible
+        narrower = eligible.replace("max(m, n, k) >= 2**31", "max(m, n, k) >= 2**31 or n % 8")
+        assert rule_of(narrower, mm_module.ws_eligible) != first
+        assert rule_of(eligible.replace("    index =", "    # a comment\n    index ="), mm_module.ws_eligible) == first
         mm_module.dispatch_rule.cache_clear()
         monkeypatch.setattr(mm_module, "SPLIT_K_MIN_K", 4096)
         assert mm_module.dispatch_rule() != first
@@ -942,7 +950,8 @@ def test_ws_plan_epilogues_and_cooperative_config(monkeypatch) -> None:
 
 def test_ws_runs_where_it_can_store_the_output(monkeypatch) -> None:
     """The warp-specialized kernel needs Hopper, 16-bit operands and output rows TMA can
-    write; operands TMA cannot read as they lie are copied for it (tma_copy), not refused."""
+    write through TMA or through pointers (an odd N); operands TMA cannot read as they lie are
+    copied for it (tma_copy), not refused."""
     monkeypatch.setattr(mm_module, "INTERPRETER", False)
     monkeypatch.setattr(mm_module, "_capability", lambda index: (9, 0))
     a = torch.empty(64, 64, dtype=torch.bfloat16)
@@ -951,10 +960,10 @@ def test_ws_runs_where_it_can_store_the_output(monkeypatch) -> None:
     assert mm_module.ws_eligible(a, a)
     assert not mm_module.ws_eligible(a.float(), a.float())  # fp32: the persistent kernel
     assert mm_module.ws_eligible(torch.empty(64, 65, dtype=torch.bfloat16)[:, :64], a)  # a's rows 130 bytes: copied
-    assert not mm_module.ws_eligible(a, torch.empty(64, 60, dtype=torch.bfloat16))  # N = 120 bytes
-    w = torch.empty(60, 64, dtype=torch.bfloat16)  # w.T is TMA-readable, but the output's rows are 120 bytes
+    assert mm_module.ws_eligible(a, torch.empty(64, 60, dtype=torch.bfloat16))  # N = 120 bytes: pointer stores
+    w = torch.empty(61, 64, dtype=torch.bfloat16)  # w.T is TMA-readable, the output's rows are 122 bytes
     assert mm_module.ws_eligible(a, torch.empty(64, 64, dtype=torch.bfloat16).T)
-    assert not mm_module.ws_eligible(a, w.T)
+    assert mm_module.ws_eligible(a, w.T)
     assert not mm_module.ws_eligible(torch.empty(64, 0, dtype=torch.bfloat16), torch.empty(0, 64, dtype=torch.bfloat16))
     assert mm_module.ws_eligible(a[:, ::2], torch.empty(32, 64, dtype=torch.bfloat16))  # no unit stride: copied
     assert mm_module.ws_eligible(a.T, a.T)  # transposed operands: descriptors of their memory
@@ -1070,6 +1079,7 @@ def probe(name, a, b, spills=False, **kw):
     report = {"name": name, "wgmma": ptx.count("wgmma.mma_async"), "setmaxnreg": ptx.count("setmaxnreg"),
               "tma_loads": ptx.count("cp.async.bulk.tensor.2d.shared"),
               "tma_stores": ptx.count("cp.async.bulk.tensor.2d.global"), "shared": k.metadata.shared,
+              "pointer_stores": ptx.count("st.global.b16"),
               "barrier_counts": sorted({int(c) for c in re.findall(INIT, ptx)}),
               "model": mm.ws_shared_bytes(args["config"] or mm.WS_CONFIG, a.element_size())}
     if spills:
@@ -1094,6 +1104,13 @@ probe("residual", a, b, epilogue="residual", residual=torch.empty(512, 384, dtyp
 probe("coop 256x128", a, b, spills=True, config=mm.TileConfig(256, 128, 64, 8, 3, 8))
 probe("coop 128x256 a.T w.T", torch.empty(256, 512, dtype=bf).T, torch.empty(384, 256, dtype=bf).T,
       config=mm.TileConfig(128, 256, 64, 8, 3, 8))
+# an odd N: the output's rows (766 bytes) are out of TMA's reach, stored through pointers
+odd = torch.empty(256, 383, dtype=bf)
+probe("odd N", a, odd, spills=True)
+probe("odd N w.T", a, torch.empty(383, 256, dtype=bf).T, spills=True)
+probe("odd N bias_gelu + pre", a, odd, epilogue="bias_gelu", bias=torch.empty(383, dtype=bf),
+      pre=torch.empty(512, 383, dtype=bf))
+probe("odd N coop 256x128", a, odd, spills=True, config=mm.TileConfig(256, 128, 64, 8, 3, 8))
 """
 
 
@@ -1194,18 +1211,24 @@ def test_pad_copy_stores_16_byte_vectors() -> None:
 def test_ws_kernel_compiles_for_hopper_with_partitions_wgmma_and_tma() -> None:
     """Compiles the warp-specialized kernel for sm_90 with the constexprs the host's plan passes
     (layouts, every epilogue, both schedules; no GPU needed) and reads the PTX: wgmma, the
-    ``setmaxnreg`` of the partitions, TMA loads and stores, shared memory within the host's
-    model of it (which admits configs) and the Hopper limit, and no register spills."""
+    ``setmaxnreg`` of the partitions, TMA loads and stores (2-byte pointer stores, no TMA
+    store, for an odd N), shared memory within the host's model of it (which admits configs)
+    and the Hopper limit, and no register spills."""
     reports = codegen_reports(_WS_CODEGEN_PROBE)
-    assert len(reports) == 9
-    for r in reports.values():
+    assert len(reports) == 13
+    for name, r in reports.items():
         assert r["wgmma"] > 0 and r["setmaxnreg"] > 0, r
-        assert r["tma_loads"] >= 2 and r["tma_stores"] >= 1, r
+        assert r["tma_loads"] >= 2, r
+        if name.startswith("odd N"):  # 2-byte stores, no TMA store
+            assert r["tma_stores"] == 0 and r["pointer_stores"] > 0, r
+        else:
+            assert r["tma_stores"] >= 1 and r["pointer_stores"] == 0, r
         assert r["shared"] <= r["model"] <= mm_module.WS_SHARED_LIMIT, r
         if "ptxas" in r:
             assert "0 bytes spill stores" in r["ptxas"] and "0 bytes spill loads" in r["ptxas"], r["ptxas"]
     assert reports["bias_gelu + pre"]["tma_stores"] > reports["bias"]["tma_stores"]  # z, then gelu(z)
+    assert reports["odd N bias_gelu + pre"]["pointer_stores"] == 2 * reports["odd N"]["pointer_stores"]
     # A stage of the ring is released by every consumer that read it: two in the cooperative
     # schedule (both read each stage), one in ping-pong (each stage belongs to one tile).
     for name, r in reports.items():
-        assert r["barrier_counts"] == ([1, 2] if name.startswith("coop") else [1]), (name, r["barrier_counts"])
+        assert r["barrier_counts"] == ([1, 2] if "coop" in name else [1]), (name, r["barrier_counts"])
