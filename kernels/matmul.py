@@ -857,11 +857,17 @@ def _tma_available(index: int) -> bool:
     return INTERPRETER or _capability(index)[0] >= 9
 
 
+# The row pitch of tma_copy's copies, in bytes, for rows of at least 8 times this (shorter
+# rows: 16, TMA's minimum; the padding adds at most an eighth).
+TMA_ROW_ALIGN = 128
+
+
 def tma_copy(t: torch.Tensor) -> torch.Tensor:
     """``t`` (2-D, on any device) as a view of a new buffer that TMA can read: the same values,
     shape and layout (a transposed operand stays transposed; one with no unit stride becomes
-    row-major), the contiguous dimension's rows padded to a multiple of 16 bytes, the base
-    16-byte aligned, the padding zero.  Costs one read and one write of ``t`` (one launch of
+    row-major), the contiguous dimension's rows padded to a multiple of ``TMA_ROW_ALIGN`` (128)
+    bytes where they are at least 1 KB long, else of 16 (TMA's minimum), the base 16-byte
+    aligned, the padding zero.  Costs one read and one write of ``t`` (one launch of
     ``_pad_copy_kernel``, on the current stream).
 
     Why: a row stride that is not a multiple of 16 bytes (``[K, N]`` with N = 50257, ``[M,
@@ -872,7 +878,8 @@ def tma_copy(t: torch.Tensor) -> torch.Tensor:
     src = t.T if outer else t  # now its rows (the dimension of unit stride, or none) are the ones to pad
     rows, cols = src.shape
     vec = 16 // t.element_size()
-    ld = cdiv(cols, vec) * vec
+    row_bytes = TMA_ROW_ALIGN if cols * t.element_size() >= 8 * TMA_ROW_ALIGN else 16
+    ld = cdiv(cols * t.element_size(), row_bytes) * row_bytes // t.element_size()
     buf = torch.empty((rows, ld), dtype=t.dtype, device=t.device)
     if rows and cols:
         index = t.get_device()
