@@ -873,7 +873,12 @@ def tma_copy(t: torch.Tensor) -> torch.Tensor:
     Why: a row stride that is not a multiple of 16 bytes (``[K, N]`` with N = 50257, ``[M,
     K]`` with K not a multiple of 8) or a misaligned base is out of TMA's reach; the pointer-loaded kernels
     then read 2-byte elements and ran 5-6x below the copy-then-TMA rate (8192x50257x768 bf16:
-    the autotuned kernel 5.2 ms, cuBLAS 5.1, run matmul-20261203T223642Z-ec17b0f)."""
+    the autotuned kernel 5.2 ms, cuBLAS 5.1, run matmul-20261203T223642Z-ec17b0f).  The
+    128-byte pitch: with rows padded to 16 bytes only, a TMA box row straddles 128-byte lines,
+    and the warp-specialized kernel ran 4-19% behind the persistent one on every held-out
+    odd-N product of run matmul-20261204T135548Z-98bc581; with 128 it ran 1023 µs against
+    1224 at 8192x50257x768 and 2544 against 3411 at 4096x50257x4096
+    (notes/2026-12-04c-probe-tma-pitch-f98bdef.log)."""
     outer = _layout(t)[0] == _OUTER
     src = t.T if outer else t  # now its rows (the dimension of unit stride, or none) are the ones to pad
     rows, cols = src.shape

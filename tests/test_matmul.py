@@ -321,6 +321,20 @@ def test_persistent_programs_walk_many_tiles(layout, monkeypatch) -> None:
     assert_close(c, reference(a, b, "bias", bias=bias), torch.float16, layout)
 
 
+@pytest.mark.parametrize(("dtype", "cols", "pitch"), [(torch.bfloat16, 517, 128), (torch.bfloat16, 511, 16),
+                                                      (torch.float32, 257, 128), (torch.float32, 255, 16)])  # fmt: skip
+def test_tma_copy_pitch_of_long_rows(dtype, cols, pitch) -> None:
+    """Rows of 1 KB or more are padded to a multiple of 128 bytes (a TMA box row that straddles
+    128-byte lines cost the warp-specialized kernel 10-20%, notes/2026-12-04c-probe-tma-pitch-f98bdef.log),
+    shorter ones to 16 (TMA's minimum)."""
+    src = randn((9, cols + 1), dtype, ("pitch", cols))[:, 1:]  # a misaligned base: copied
+    got = mm_module.tma_copy(src)
+    ld = got.stride(0)
+    assert torch.equal(got, src) and ld * got.element_size() % pitch == 0
+    assert (ld - cols) * got.element_size() < pitch
+    assert not torch.as_strided(got, (9, ld), (ld, 1))[:, cols:].any(), "the padding is not zero"
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
 @pytest.mark.parametrize("which", ["odd rows", "w.T", "general", "expanded", "misaligned base", "aligned", "one row"])
 def test_tma_copy_keeps_values_layout_and_pads_with_zeros(which, dtype) -> None:
