@@ -685,11 +685,12 @@ REASONS = {
     "unaligned-rows": (
         "rows not 16-byte aligned",
         "A row of B or C (N elements) or of A (K elements) is not a whole number of 16 bytes here. Our kernels read "
-        "such an operand through a copy with aligned rows (one more read and write of it, and in the training step "
-        "of the [M, N] output gradient too), and an output whose rows no TMA store can write is stored element by "
-        "element by the warps that also run the product, so the store is not hidden behind the next tile's main "
-        "loop. torch.compile pads N to a multiple of 8 and runs cuBLAS on the padded product, which writes whole "
-        "vectors; cuBLAS on the rows as they lie is several times slower than either.",
+        "such an operand through a copy with rows padded to 128 bytes (one more read and write of it; in the "
+        "training step of the [M, N] output gradient too, the largest operand there), and write an output whose "
+        "rows no TMA store can write element by element (the warp-specialized kernel while its other consumer "
+        "multiplies). torch.compile pads N to a multiple of 8 and runs cuBLAS on the padded product, which writes "
+        "whole vectors; cuBLAS on the rows as they lie falls back to an older kernel several times slower than "
+        "either.",
     ),
     "decode": (
         "weight-read bound",
