@@ -691,10 +691,11 @@ def default_variant(
       matmul-20261203T144707Z-e7a7746).
     - On Hopper (compute capability 9.x): TF32 products of at least ``PERSISTENT_MIN_MNK`` run
       ``persistent`` (its operand in registers, ``REG_OPERAND``).  16-bit products run
-      ``warp_specialized`` with at least ``WS_MIN_WAVES`` waves of its tiles,
-      ``persistent`` with at least ``PERSISTENT_MIN_WAVES`` waves of its
-      own, ``autotuned`` below that.  Both read an operand TMA cannot read from an aligned
-      copy (:func:`tma_copy`).
+      ``warp_specialized`` with at least ``WS_MIN_WAVES`` waves of its 128x128 tiles; with
+      at least ``PERSISTENT_MIN_WAVES`` waves of the persistent kernel's 128x256 tiles, the
+      one of the two whose last wave is the fuller (ties: ``persistent``); ``autotuned``
+      below that.  Both read an operand TMA cannot read from an aligned copy
+      (:func:`tma_copy`).
     - ``autotuned`` otherwise; ``fixed`` under the interpreter (the autotuner has nothing to
       time there).
 
@@ -715,7 +716,13 @@ def default_variant(
     (notes/2026-12-04c-probe-ws-odd-n-ea106a4.log, warm, x @ w.T) it ran 954.7 µs against
     1113.5 at 8192x50257x768, 765.1 against 814.7 at 16384x11001x1536, 107.3 against 138.5 at
     2048x4097x4096 and 116.0 against 139.3 at 1536x6001x4096, and 2331.5 against 2275.6 at
-    4096x50257x4096 (2% behind), so an odd N follows the same waves as an aligned one."""
+    4096x50257x4096 (2% behind), so an odd N follows the same waves as an aligned one.  The
+    last-wave rule (notes/2026-12-04c-probe-waves-6910a9b.log, warm): at 192 persistent tiles
+    (1.45 waves) the warp-specialized kernel's 384 ran 1330.5 µs against 1495.1 at the LM
+    head's dA (8192x768x50257) and 142.0 against 183.0 at 1536x4096x8192; at 144 (1.09
+    waves) 266.3 against 335.9 at 6144x768x16384 and 140.8 against 176.1 at 3072x1536x8192;
+    at 128 tiles each (whole waves both) it was 1-3% behind (4096x1024x32768,
+    2048x2048x16384)."""
     if INTERPRETER or device.type != "cuda":
         return "fixed"
     sms = sm_count(device)
@@ -727,9 +734,14 @@ def default_variant(
         return "autotuned"
     if dtype == torch.float32:
         return "persistent" if precision == "tf32" and m * n * k >= PERSISTENT_MIN_MNK else "autotuned"
-    if tma and cdiv(m, WS_CONFIG.block_m) * cdiv(n, WS_CONFIG.block_n) >= WS_MIN_WAVES * sms:
+    ws_tiles = cdiv(m, WS_CONFIG.block_m) * cdiv(n, WS_CONFIG.block_n)
+    tiles = cdiv(m, PERSISTENT_CONFIG.block_m) * cdiv(n, PERSISTENT_CONFIG.block_n)
+    if tma and ws_tiles >= WS_MIN_WAVES * sms:
         return "warp_specialized"
-    if cdiv(m, PERSISTENT_CONFIG.block_m) * cdiv(n, PERSISTENT_CONFIG.block_n) >= PERSISTENT_MIN_WAVES * sms:
+    if tiles >= PERSISTENT_MIN_WAVES * sms:
+        # Between one wave and four: the kernel whose last wave of tiles is the fuller one.
+        if tma and ws_tiles / (cdiv(ws_tiles, sms) * sms) > tiles / (cdiv(tiles, sms) * sms):
+            return "warp_specialized"
         return "persistent"
     return "autotuned"
 

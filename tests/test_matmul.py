@@ -1030,8 +1030,8 @@ def test_ws_default_dispatch(monkeypatch) -> None:
     assert default_variant(4096, 4096, 4096, dev, torch.bfloat16) == "warp_specialized"  # 1024 tiles: 7.8 a SM
     assert default_variant(4096, 4096, 4096, dev, torch.bfloat16, "residual") == "warp_specialized"
     assert default_variant(3072, 3072, 3072, dev, torch.bfloat16) == "warp_specialized"  # 576 tiles: 4.4 a SM
-    # N = 50257 (odd): no TMA store, so not the warp-specialized kernel; the persistent one
-    # reads the weight from an aligned copy (tma_copy) and stores through pointers
+    # where the warp-specialized kernel cannot run (tma=False), the persistent one
+    assert default_variant(8192, 50257, 768, dev, torch.bfloat16) == "warp_specialized"  # odd N: pointer stores
     assert default_variant(8192, 50257, 768, dev, torch.bfloat16, tma=False) == "persistent"
     assert default_variant(4096, 4096, 4096, dev, torch.bfloat16, "bias_gelu", tma=False) == "persistent"
     assert default_variant(1024, 1024, 1024, dev, torch.bfloat16, tma=False) == "autotuned"  # under a wave
@@ -1046,7 +1046,14 @@ def test_ws_default_dispatch(monkeypatch) -> None:
     assert default_variant(2048, 2048, 2048, dev, torch.float16, "bias_gelu") == "autotuned"  # 128 tiles
     assert default_variant(1024, 1024, 1024, dev, torch.bfloat16) == "autotuned"
     assert default_variant(16384, 1024, 1024, dev, torch.bfloat16) == "warp_specialized"  # 1024 of its tiles
-    assert default_variant(2176, 2048, 512, dev, torch.bfloat16) == "persistent"  # 17 x 8 = 136 tiles
+    # between one and four waves: the kernel whose last wave is the fuller (ties: persistent)
+    assert default_variant(2176, 2048, 512, dev, torch.bfloat16) == "warp_specialized"  # 136 tiles / 272 of 128x128
+    assert default_variant(2176, 2048, 512, dev, torch.bfloat16, tma=False) == "persistent"
+    assert default_variant(8192, 768, 50257, dev, torch.bfloat16) == "warp_specialized"  # the LM head's dA: 192 / 384
+    assert default_variant(6144, 768, 16384, dev, torch.bfloat16) == "warp_specialized"  # 144 / 288
+    assert default_variant(2560, 2560, 2560, dev, torch.float16) == "persistent"  # 200 / 400: both 76% full
+    assert default_variant(2048, 4096, 2048, dev, torch.bfloat16) == "persistent"  # 256 / 512: both 97% full
+    assert default_variant(4096, 1024, 32768, dev, torch.bfloat16) == "autotuned"  # 128 tiles: under a wave
     assert default_variant(1, 4096, 14336, dev) == "split_k"  # a deep K, 32 output tiles
     assert default_variant(128, 4096, 14336, dev) == "split_k"  # one row of 128: 32 tiles
     assert default_variant(8, 8192, 28672, dev) == "split_k"  # 64 tiles: half a wave
