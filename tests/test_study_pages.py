@@ -362,9 +362,9 @@ def test_matmul_dispatch_regret_is_scored_on_held_out_shapes_under_the_newest_ru
         "on the held-out shapes (their timings set nothing in the dispatch): the dispatch's choice was the fastest "
         "forced variant or within the noise of it in 0 of 2 forward products; the largest regret was at "
         "fwd/bf16/2560x2560x2560/cold, where Triton (Gluon), warp-specialized kernel forced ran 1.15× faster than "
-        "the choice (persistent); 1 over 1.05×" in words
+        "the choice (persistent); resolved regrets over 1.05× : 1" in words
     )  # (the words join an element's text to the next with a space: "1.05× .")
-    assert "or within the noise of it in 9 of 9 forward products; 0 over 1.05× ( 3 more ran under another" in words
+    assert "within the noise of it in 9 of 9 forward products; resolved regrets over 1.05× : 0 ( 3 more ran" in words
     assert "dispatch rule 0123456789 (run matmul-20261202T000000Z-bbbbbbb), on the held-out shapes" in words
     assert (
         "The rule scored is 0123456789 , from run matmul-20261202T000000Z-bbbbbbb ; 0 held-out and 3 studied cold "

@@ -608,7 +608,7 @@ def dispatch_regret(view: StudyView) -> list[Claim]:
                 x=worst.speedup(fastest, stand),
                 chosen=dispatch_choice(worst)[0] or view.label(stand),
             )
-        text += sentence("; {o} over {line}", o=Num(len(over), "count"), line=REGRET_LINE)
+        text += sentence("; resolved regrets over {line}: {o}", o=Num(len(over), "count"), line=REGRET_LINE)
         if rs.unscored:
             text += sentence(
                 " ({u} more ran under another dispatch rule, or one not recorded, and are not scored)",
@@ -687,10 +687,10 @@ REASONS = {
         "A row of B or C (N elements) or of A (K elements) is not a whole number of 16 bytes here. Our kernels read "
         "such an operand through a copy with rows padded to 128 bytes (one more read and write of it; in the "
         "training step of the [M, N] output gradient too, the largest operand there), and write an output whose "
-        "rows no TMA store can write element by element (the warp-specialized kernel while its other consumer "
-        "multiplies). torch.compile pads N to a multiple of 8 and runs cuBLAS on the padded product, which writes "
-        "whole vectors; cuBLAS on the rows as they lie falls back to an older kernel several times slower than "
-        "either.",
+        "rows no TMA store can write through 2-byte pointer stores (the warp-specialized kernel while its other "
+        "consumer multiplies). torch.compile pads N to a multiple of 8 and runs cuBLAS on the padded product, "
+        "which writes whole vectors; cuBLAS on the rows as they lie falls back to an older kernel several times "
+        "slower than either.",
     ),
     "decode": (
         "weight-read bound",
