@@ -78,7 +78,7 @@ _STORE_ROWS = gl.constexpr(16)
 @gluon.jit
 def _drain(c_smem, dst, row0, col0, M, N):
     # Pointer stores of the tile staged in c_smem to the contiguous [M, N] at ``dst``, for an
-    # output whose rows are not 16-byte aligned (an odd N: a vocabulary of 50257), out of TMA's
+    # output whose rows are not 16-byte aligned (N not a multiple of 8: a vocabulary of 50257), out of TMA's
     # reach.  The accumulator's layout puts a warp's 32 lanes on 8 rows, so its 2-byte stores
     # would each touch 8 rows; read back from shared memory in a layout whose lanes hold 32
     # consecutive columns of one row, each warp instruction writes 64 contiguous bytes.

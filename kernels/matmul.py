@@ -797,8 +797,8 @@ def ws_eligible(a: torch.Tensor, b: torch.Tensor) -> bool:
     runs the persistent kernel): float16/bfloat16 operands on a GPU of compute capability 9.x
     (wgmma and the ``setmaxnreg`` partitions are sm_90 instructions), ``K ≥ 1`` and every
     dimension below 2^31 (TMA coordinates are 32-bit).  An operand TMA cannot read as it lies
-    is read from :func:`tma_copy`'s copy; an output whose rows are not 16-byte aligned (an odd
-    N) is written through pointers instead of TMA stores."""
+    is read from :func:`tma_copy`'s copy; an output whose rows are not 16-byte aligned (N not
+    a multiple of 8 for 16-bit outputs) is written through pointers instead of TMA stores."""
     if INTERPRETER or not a.is_cuda or a.dtype not in (torch.float16, torch.bfloat16):
         return False
     (m, k), n = a.shape, b.shape[1]
