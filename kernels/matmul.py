@@ -119,7 +119,7 @@ from triton.runtime import _allocation
 from kernels import _checks
 from kernels._activations import gelu_tanh, gelu_tanh_grad
 from kernels._checks import check_device, check_same_device, check_tensor, eager_path
-from kernels._launch import INTERPRETER, FastKernel, current_device
+from kernels._launch import INTERPRETER, FastKernel, capturing, current_device, current_stream
 from kernels._matmul_ws import ws_matmul_kernel
 from kernels._rowwise import column_sum, sm_count
 from kernels.plans import cdiv, next_power_of_2
@@ -356,17 +356,66 @@ def _mm_tuned_body(
             EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC)  # fmt: skip
 
 
-@triton.jit(do_not_specialize=["M", "N", "K", "s_am", "s_ak", "s_bk", "s_bn", "s_cm", "s_bias", "s_rm", "s_rn"])
+@triton.jit
+def _tile_product(
+    a_ptr, b_ptr, a_desc, b_desc, pid_m, pid_n, M, N, K, k0, k1, s_am, s_ak, s_bk, s_bn,
+    A_LAYOUT: tl.constexpr, B_LAYOUT: tl.constexpr, A_VEC: tl.constexpr, B_VEC: tl.constexpr,
+    M_VEC: tl.constexpr, C_VEC: tl.constexpr, K_VEC: tl.constexpr, EVEN_K: tl.constexpr,
+    PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    USE_TMA: tl.constexpr, REG_OPERAND: tl.constexpr,
+):  # fmt: skip
+    # The persistent kernel's fp32 accumulator of tile (pid_m, pid_n) over K blocks [k0, k1).
+    if USE_TMA:
+        om = (pid_m * BLOCK_M).to(tl.int32)
+        on = (pid_n * BLOCK_N).to(tl.int32)
+        if REG_OPERAND == 1:
+            acc_t = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+            for ki in range(k0, k1):
+                ok = ki * BLOCK_K
+                acc_t = _dot(_in_registers(b_desc.load([ok, on]).T), a_desc.load([om, ok]).T, acc_t, PRECISION)
+            acc = acc_t.T
+        else:
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for ki in range(k0, k1):
+                ok = ki * BLOCK_K
+                a = a_desc.load([om, ok]) if A_LAYOUT == 1 else a_desc.load([ok, om]).T
+                b = b_desc.load([ok, on]) if B_LAYOUT == 1 else b_desc.load([on, ok]).T
+                acc = _dot(_in_registers(a) if REG_OPERAND == 2 else a, b, acc, PRECISION)
+    else:
+        acc = _mainloop(a_ptr, b_ptr, pid_m, pid_n, M, N, K, k0 * BLOCK_K, k1 - k0, s_am, s_ak, s_bk, s_bn,
+                        A_LAYOUT, B_LAYOUT, A_VEC, B_VEC, M_VEC, C_VEC, K_VEC, EVEN_K, PRECISION,
+                        BLOCK_M, BLOCK_N, BLOCK_K)  # fmt: skip
+    return acc
+
+
+@triton.jit
+def _stream_k_owner(i, q, r):
+    # The program whose stream-K range holds iteration i: programs p < r take q + 1
+    # iterations, the others q (q ≥ 1).
+    big = r * (q + 1)
+    return tl.where(i < big, i // (q + 1), r + (i - big) // q)
+
+
+@triton.jit
+def _stream_k_slot(p, t, q, r, k_tiles):
+    # Program p's partial of stream-K tile t lies in slot 2p when t is the tile its range
+    # starts in, else 2p + 1 (a range meets at most two tiles it does not cover whole).
+    first = (p * q + tl.minimum(p, r)) // k_tiles
+    return 2 * p + (t != first).to(tl.int64)
+
+
+@triton.jit(do_not_specialize=["M", "N", "K", "s_am", "s_ak", "s_bk", "s_bn", "s_cm", "s_bias", "s_rm", "s_rn",
+                               "sk_tiles"])  # fmt: skip
 def _mm_persistent_kernel(
-    a_ptr, b_ptr, c_ptr, pre_ptr, bias_ptr, res_ptr, M: tl.int64, N: tl.int64, K: tl.int64,
+    a_ptr, b_ptr, c_ptr, pre_ptr, bias_ptr, res_ptr, part_ptr, count_ptr, M: tl.int64, N: tl.int64, K: tl.int64,
     s_am: tl.int64, s_ak: tl.int64, s_bk: tl.int64, s_bn: tl.int64, s_cm: tl.int64, s_bias: tl.int64,
-    s_rm: tl.int64, s_rn: tl.int64,
+    s_rm: tl.int64, s_rn: tl.int64, sk_tiles: tl.int64,
     A_LAYOUT: tl.constexpr, B_LAYOUT: tl.constexpr, R_LAYOUT: tl.constexpr, A_VEC: tl.constexpr,
     B_VEC: tl.constexpr, M_VEC: tl.constexpr, C_VEC: tl.constexpr, R_VEC: tl.constexpr, K_VEC: tl.constexpr,
     EVEN_K: tl.constexpr,
     EPILOGUE: tl.constexpr, STORE_PRE: tl.constexpr, PRECISION: tl.constexpr, BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
-    USE_TMA: tl.constexpr, REG_OPERAND: tl.constexpr, C_I32: tl.constexpr,
+    USE_TMA: tl.constexpr, REG_OPERAND: tl.constexpr, C_I32: tl.constexpr, STREAM_K: tl.constexpr,
 ):  # fmt: skip
     """One program per SM; program p computes tiles p, p + NUM_SMS, ... in grouped order.
 
@@ -385,11 +434,23 @@ def _mm_persistent_kernel(
     may come from registers in any layout, so: 1 (row-major a and b, the common case: b is
     MN-major) computes the transposed product Cᵀ = Bᵀ·Aᵀ with Bᵀ read into registers and Aᵀ
     K-major from shared memory, and transposes the accumulator once per tile; 2 (a MN-major,
-    b K-major) reads a into registers.  Both operands MN-major stay on the copy (0)."""
+    b K-major) reads a into registers.  Both operands MN-major stay on the copy (0).
+
+    STREAM_K: the last ``sk_tiles`` tiles (in grouped order) are shared out by K blocks
+    instead of whole: their ``sk_tiles x k_tiles`` block products are cut into NUM_SMS
+    contiguous ranges, one a program, after its whole tiles (Osama et al., "Stream-K",
+    PPoPP 2023: data-parallel tiles, then stream-K for the last wave and the partial one).
+    A tile whose blocks span several programs is summed from their fp32 partials
+    (``part_ptr``: two slots of BLOCK_M x BLOCK_N a program) by the program that arrives at
+    its counter last (``count_ptr``, one int32 a tile, zero on entry and reset to zero by
+    that program), in slot order: the same bits whichever program arrives last, and no
+    program ever waits for another."""
     num_m = tl.cdiv(M, BLOCK_M)
     num_n = tl.cdiv(N, BLOCK_N)
     num_tiles = (num_m * num_n).to(tl.int32)
     k_tiles = tl.cdiv(K, BLOCK_K).to(tl.int32)
+    a_desc = a_ptr
+    b_desc = b_ptr
     if USE_TMA:
         if A_LAYOUT == 1:
             a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[s_am, 1], block_shape=[BLOCK_M, BLOCK_K])
@@ -399,36 +460,84 @@ def _mm_persistent_kernel(
             b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[s_bk, 1], block_shape=[BLOCK_K, BLOCK_N])
         else:
             b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[s_bn, 1], block_shape=[BLOCK_N, BLOCK_K])
-    for tile in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=True):
+    # Element-wise stores (an odd N) with an epilogue tensor: the tile in row parts, fewer
+    # offsets live at once (ptxas for sm_90 at 8192x50257x768: bias + GELU with the
+    # pre-activation's store spilled 1160 bytes whole, 104 in halves, none in quarters; the
+    # residual 580 whole, none in halves, 484 in quarters; bias and none, none whole).
+    PARTS: tl.constexpr = 1 if C_VEC != 1 else (4 if EPILOGUE == 2 else (2 if EPILOGUE == 3 else 1))
+    dp_tiles = num_tiles - sk_tiles.to(tl.int32) if STREAM_K else num_tiles
+    for tile in tl.range(tl.program_id(0), dp_tiles, NUM_SMS, flatten=True):
         pid_m, pid_n = _grouped(tile, num_m, num_n, GROUP_M)
-        if USE_TMA:
-            om = (pid_m * BLOCK_M).to(tl.int32)
-            on = (pid_n * BLOCK_N).to(tl.int32)
-            if REG_OPERAND == 1:
-                acc_t = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-                for ki in range(0, k_tiles):
-                    ok = ki * BLOCK_K
-                    acc_t = _dot(_in_registers(b_desc.load([ok, on]).T), a_desc.load([om, ok]).T, acc_t, PRECISION)
-                acc = acc_t.T
-            else:
-                acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-                for ki in range(0, k_tiles):
-                    ok = ki * BLOCK_K
-                    a = a_desc.load([om, ok]) if A_LAYOUT == 1 else a_desc.load([ok, om]).T
-                    b = b_desc.load([ok, on]) if B_LAYOUT == 1 else b_desc.load([on, ok]).T
-                    acc = _dot(_in_registers(a) if REG_OPERAND == 2 else a, b, acc, PRECISION)
-        else:
-            acc = _mainloop(a_ptr, b_ptr, pid_m, pid_n, M, N, K, 0, k_tiles, s_am, s_ak, s_bk, s_bn,
+        acc = _tile_product(a_ptr, b_ptr, a_desc, b_desc, pid_m, pid_n, M, N, K, 0, k_tiles, s_am, s_ak, s_bk, s_bn,
                             A_LAYOUT, B_LAYOUT, A_VEC, B_VEC, M_VEC, C_VEC, K_VEC, EVEN_K, PRECISION,
-                            BLOCK_M, BLOCK_N, BLOCK_K)  # fmt: skip
+                            BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA, REG_OPERAND)  # fmt: skip
         rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        # Element-wise stores (an odd N) with an epilogue tensor: the tile in row parts, fewer
-        # offsets live at once (ptxas for sm_90 at 8192x50257x768: bias + GELU with the
-        # pre-activation's store spilled 1160 bytes whole, 104 in halves, none in quarters; the
-        # residual 580 whole, none in halves, 484 in quarters; bias and none, none whole).
-        PARTS: tl.constexpr = 1 if C_VEC != 1 else (4 if EPILOGUE == 2 else (2 if EPILOGUE == 3 else 1))
         _finish_in_parts(acc, pid_m * BLOCK_M, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
                          EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC, C_I32, PARTS)  # fmt: skip
+    if STREAM_K:
+        # Iterations (tile t, K block) in 64-bit: sk_tiles x k_tiles can pass 2^31.
+        p = tl.program_id(0).to(tl.int64)
+        kt = k_tiles.to(tl.int64)
+        total = sk_tiles * kt
+        q = total // NUM_SMS
+        r = total % NUM_SMS
+        it = p * q + tl.minimum(p, r)
+        end = it + q + (p < r).to(tl.int64)
+        rows = tl.arange(0, BLOCK_M)
+        cols = tl.arange(0, BLOCK_N)
+        while it < end:
+            t = it // kt
+            k0 = it - t * kt
+            k1 = tl.minimum(kt, k0 + end - it)
+            pid_m, pid_n = _grouped(dp_tiles + t.to(tl.int32), num_m, num_n, GROUP_M)
+            acc = _tile_product(a_ptr, b_ptr, a_desc, b_desc, pid_m, pid_n, M, N, K, k0.to(tl.int32),
+                                k1.to(tl.int32), s_am, s_ak, s_bk, s_bn, A_LAYOUT, B_LAYOUT, A_VEC, B_VEC,
+                                M_VEC, C_VEC, K_VEC, EVEN_K, PRECISION, BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA,
+                                REG_OPERAND)  # fmt: skip
+            rn = pid_n * BLOCK_N + cols
+            if (k0 == 0) & (k1 == kt):
+                _finish_in_parts(acc, pid_m * BLOCK_M, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr,
+                                 s_rm, s_rn, EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC, C_I32, PARTS)  # fmt: skip
+            else:
+                # The partial goes to this program's slot (L2: 128 KB for 128x256), then the
+                # tile's counter; the last of its programs to arrive reads every slot back.
+                tile_elems = BLOCK_M * BLOCK_N
+                slot = _stream_k_slot(p, t, q, r, kt)
+                tl.store(part_ptr + slot * tile_elems + rows[:, None] * BLOCK_N + cols[None, :], acc)
+                tl.debug_barrier()  # every warp's stores are issued before the release below
+                first = _stream_k_owner(t * kt, q, r)
+                last = _stream_k_owner(t * kt + kt - 1, q, r)
+                arrived = tl.atomic_add(count_ptr + t, 1, sem="acq_rel", scope="gpu")
+                if arrived == last - first:
+                    tl.atomic_xchg(count_ptr + t, 0, sem="relaxed", scope="gpu")
+                    tl.debug_barrier()
+                    _finish_stream_k(part_ptr, t, first, last, q, r, kt, pid_m * BLOCK_M, rn, M, N, c_ptr, s_cm,
+                                     pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn, EPILOGUE, STORE_PRE, R_LAYOUT,
+                                     R_VEC, C_VEC, C_I32, BLOCK_M, BLOCK_N)  # fmt: skip
+            it += k1 - k0
+
+
+@triton.jit
+def _finish_stream_k(
+    part_ptr, t, first, last, q, r, kt, row0, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
+    EPILOGUE: tl.constexpr, STORE_PRE: tl.constexpr, R_LAYOUT: tl.constexpr, R_VEC: tl.constexpr,
+    C_VEC: tl.constexpr, C_I32: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    # Stream-K tile t: the sum of programs first..last's partials, in that order, then the
+    # epilogue and the store, 32 rows at a time (a 32 x BLOCK_N sum and one slot's rows in
+    # registers, where the whole tile and a slot would be twice the accumulator).  Loads
+    # bypass L1 (.cg): the slots were written by other SMs.
+    ROWS: tl.constexpr = 32 if BLOCK_M > 32 else BLOCK_M
+    cols = tl.arange(0, BLOCK_N)
+    for part in tl.static_range(BLOCK_M // ROWS):
+        rows = part * ROWS + tl.arange(0, ROWS)
+        tot = tl.zeros((ROWS, BLOCK_N), dtype=tl.float32)
+        for p in range(first, last + 1):
+            slot = _stream_k_slot(p, t, q, r, kt)
+            tot += tl.load(part_ptr + slot * (BLOCK_M * BLOCK_N) + rows[:, None] * BLOCK_N + cols[None, :],
+                           cache_modifier=".cg")  # fmt: skip
+        _finish(tot, row0 + rows, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
+                EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC, C_I32)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["M", "N", "K", "k_per_split", "s_am", "s_ak", "s_bk", "s_bn"])
@@ -592,6 +701,8 @@ PERSISTENT_MIN_MNK = 1024**3  # TF32: persistent on Hopper from M·N·K of 1024�
 # persistent kernel was 10% ahead (57.0 against 62.9).
 PERSISTENT_MIN_WAVES = 1
 WS_MIN_WAVES = 4  # warp_specialized from this many 128x128 tiles per SM (two consumers a program)
+STREAM_K_MAX_WAVES = 4  # stream-K below this many waves of the persistent kernel's tiles ...
+STREAM_K_MIN_K_TILES = 8  # ... with at least this many K steps a tile (stream_k_tiles)
 _REDUCE_BLOCK = (32, 128)  # the split-K reduction's tile
 _GELU_BLOCK = 1024
 
@@ -835,6 +946,23 @@ def split_count(m: int, n: int, k: int, config: TileConfig, sms: int) -> tuple[i
     return cdiv(k, k_per_split), k_per_split
 
 
+def stream_k_tiles(tiles: int, k_tiles: int, sms: int) -> int:
+    """How many of the persistent kernel's ``tiles`` (each ``k_tiles`` steps of ``block_k``)
+    it shares out by K across ``sms`` programs (stream-K, in :func:`_mm_persistent_kernel`'s
+    docstring); 0: every tile whole.
+
+    With whole tiles, ``tiles`` not a multiple of ``sms`` leaves the last wave part empty:
+    144 tiles on 132 SMs take two tile-times for 1.09 tiles of work each.  Stream-K gives the
+    last full wave and the partial one (``sms + tiles % sms`` tiles) to all programs in equal
+    ranges of K steps, at the price of an fp32 partial written and read back for each tile
+    a range cuts (two at most a program).  Where the fixup costs more than the wave saves it
+    is not used: from ``STREAM_K_MAX_WAVES`` waves up (the last wave is a small part of the
+    time), below ``STREAM_K_MIN_K_TILES`` steps a tile, or at fewer tiles than SMs."""
+    if tiles <= sms or tiles % sms == 0 or tiles >= STREAM_K_MAX_WAVES * sms or k_tiles < STREAM_K_MIN_K_TILES:
+        return 0
+    return sms + tiles % sms
+
+
 def _layout(t: torch.Tensor) -> tuple[int, int, int, int]:
     """(layout, s0, s1, vec): which dimension is contiguous (a dimension of size 1 counts as
     contiguous: its index is always 0), the strides, and VEC when the other stride is a
@@ -993,7 +1121,7 @@ def _run(
             key += (_signature(pre), _signature(bias), _signature(residual))
         hit = _PREPARED.get(key)
         if hit is not None:
-            kernel, launch_key, grid, tail, consts, warps, stages, tma, (copy_a, copy_b) = hit
+            kernel, launch_key, grid, tail, consts, warps, stages, tma, (copy_a, copy_b), plan = hit
             ep = (out, pre if pre is not None else out, bias if bias is not None else out,
                   residual if residual is not None else out)  # fmt: skip
             if kernel is _SPLIT:
@@ -1003,7 +1131,8 @@ def _run(
                 _ensure_allocator()
             a = tma_copy(a) if copy_a else a
             b = tma_copy(b) if copy_b else b
-            kernel.launch(launch_key, index, grid, (a, b, *ep, *tail), consts, warps, stages)
+            scratch = _stream_k_buffers(out, index, plan) if kernel is _PERSISTENT else ()
+            kernel.launch(launch_key, index, grid, (a, b, *ep, *scratch, *tail), consts, warps, stages)
             return
     if variant is None:  # in the prepared launch's key as None: a hit skips this choice
         variant = dispatch(a, b, epilogue, precision)
@@ -1018,17 +1147,41 @@ def _run(
     if prepared[0] is _SPLIT:  # two launches and a workspace per call
         _split_launch(a, b, prepared[3], index, prepared)
         if cacheable:  # without the tensors: an entry must not keep this call's output alive
-            _remember(key, (*prepared[:3], None, *prepared[4:], copies))
+            _remember(key, (*prepared[:3], None, *prepared[4:], copies, None))
         return
-    kernel, launch_key, grid, args, consts, warps, stages, tma = prepared
+    kernel, launch_key, grid, args, consts, warps, stages, tma, plan = prepared
     if tma and not INTERPRETER:
         _ensure_allocator()
+    tensors = 8 if kernel is _PERSISTENT else 6  # the persistent kernel's stream-K buffers follow the six
     if _recording is not None:
-        _launch(kernel, args[:6], index, grid, args, consts, warps, stages)
+        _launch(kernel, args[:tensors], index, grid, args, consts, warps, stages)
         return
     kernel.launch(launch_key, index, grid, args, consts, warps, stages)
     if cacheable:
-        _remember(key, (kernel, launch_key, grid, args[6:], consts, warps, stages, tma and not INTERPRETER, copies))
+        _remember(key, (kernel, launch_key, grid, args[tensors:], consts, warps, stages, tma and not INTERPRETER,
+                        copies, plan))  # fmt: skip
+
+
+# Stream-K's tile counters, zero between launches (the program that finishes a tile resets its
+# counter): one buffer per device and stream, so that launches on two streams never share one.
+_COUNTERS: dict[tuple[int, int], torch.Tensor] = {}
+
+
+def _stream_k_buffers(out: torch.Tensor, index: int, plan: tuple[int, int] | None) -> tuple[torch.Tensor, ...]:
+    """The persistent kernel's two stream-K tensors for ``plan`` = (partial-slot elements,
+    stream-K tiles): a fresh fp32 slot buffer and the counters; ``(out, out)`` placeholders
+    (never read) without stream-K.  Under a CUDA-graph capture the counters are a new zeroed
+    tensor (its memset is a node of the graph, run at every replay), not the eager buffer."""
+    if plan is None:
+        return out, out
+    parts = torch.empty(plan[0], device=out.device, dtype=torch.float32)
+    if index >= 0 and capturing():
+        return parts, torch.zeros(plan[1], device=out.device, dtype=torch.int32)
+    key = (index, current_stream(index) if index >= 0 else 0)
+    counters = _COUNTERS.get(key)
+    if counters is None or counters.numel() < plan[1]:
+        counters = _COUNTERS[key] = torch.zeros(max(plan[1], 1024), device=out.device, dtype=torch.int32)
+    return parts, counters
 
 
 def _signature(t: torch.Tensor | None) -> tuple[Any, ...] | None:
@@ -1047,9 +1200,10 @@ def _prepare(
     residual: torch.Tensor | None, variant: str, epilogue: str | None, precision: str | None,
     config: TileConfig | None, index: int,
 ) -> tuple[Any, ...] | None:  # fmt: skip
-    """(kernel, launch key, grid, args, consts, warps, stages, uses TMA) for one launch of
-    ``variant`` on these operands (a TMA kernel's already copied where :func:`tma_copy`
-    applies); None where the launch happened here (the autotuner's choosing call)."""
+    """(kernel, launch key, grid, args, consts, warps, stages, uses TMA, stream-K plan) for one
+    launch of ``variant`` on these operands (a TMA kernel's already copied where :func:`tma_copy`
+    applies; the plan, the persistent kernel's (:func:`_stream_k_buffers`), else None); None
+    where the launch happened here (the autotuner's choosing call)."""
     (m, k), n = a.shape, b.shape[1]
     a_lay, s_am, s_ak, a_vec = _layout(a)
     b_lay, s_bk, s_bn, b_vec = _layout(b)
@@ -1091,7 +1245,7 @@ def _prepare(
         kw = chosen.kwargs
         grid = (cdiv(m, kw["BLOCK_M"]) * cdiv(n, kw["BLOCK_N"]), 1, 1)
         consts = (*head, kw["BLOCK_M"], kw["BLOCK_N"], kw["BLOCK_K"], kw["GROUP_M"])
-        return _TUNED, launch_key, grid, args, consts, chosen.num_warps, chosen.num_stages, False
+        return _TUNED, launch_key, grid, args, consts, chosen.num_warps, chosen.num_stages, False, None
     if variant == "warp_specialized":
         if ws_eligible(a, b):
             cfg = config or WS_CONFIG
@@ -1100,7 +1254,8 @@ def _prepare(
                       cfg.num_stages, cfg.num_warps == 8, c_vec > 1)  # fmt: skip
             tiles = cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n)
             args = (*tensors, m, n, k, s_ak if a_t else s_am, s_bn if b_t else s_bk, s_bias, s_rm, s_rn)
-            return _WS, _launch_key(index, tensors), (min(sm_count(a.device), tiles), 1, 1), args, consts, 4, 1, True
+            return (_WS, _launch_key(index, tensors), (min(sm_count(a.device), tiles), 1, 1), args, consts, 4, 1, True,
+                    None)  # fmt: skip
         variant = "persistent"  # an odd N, fp32, or a GPU before Hopper (a config applies as given)
     use_tma = (
         variant == "persistent" and _tma_available(index) and _tma_ok(a, a_lay, a_vec) and _tma_ok(b, b_lay, b_vec)
@@ -1116,16 +1271,20 @@ def _prepare(
     if variant == "fixed":
         consts = (a_lay, b_lay, r_lay, a_vec, b_vec, m_vec, c_vec, r_vec, k_vec, even_k, code, store_pre, prec, *tile)
         return (_FIXED, _launch_key(index, tensors), (tiles, 1, 1), (*tensors, m, n, k, *strides), consts,
-                cfg.num_warps, cfg.num_stages, False)  # fmt: skip
+                cfg.num_warps, cfg.num_stages, False, None)  # fmt: skip
     if variant == "persistent":
         sms = sm_count(a.device)
         # 32-bit output offsets where the output's rows are not 16-byte vectors (_finish says why)
         # and every offset a tile computes, its masked rows included, fits
         c_i32 = c_vec == 1 and (m + cfg.block_m) * n < 2**31
+        sk = stream_k_tiles(tiles, cdiv(k, cfg.block_k), sms)
+        plan = (2 * sms * cfg.block_m * cfg.block_n, sk) if sk else None
+        scratch = _stream_k_buffers(out, index, plan)
         consts = (a_lay, b_lay, r_lay, a_vec, b_vec, m_vec, c_vec, r_vec, k_vec, even_k, code, store_pre, prec,
-                  *tile, sms, use_tma, reg, c_i32)  # fmt: skip
-        return (_PERSISTENT, _launch_key(index, tensors), (min(sms, tiles), 1, 1), (*tensors, m, n, k, *strides),
-                consts, cfg.num_warps, cfg.num_stages, use_tma)  # fmt: skip
+                  *tile, sms, use_tma, reg, c_i32, sk > 0)  # fmt: skip
+        return (_PERSISTENT, _launch_key(index, (*tensors, *scratch)), (sms if sk else min(sms, tiles), 1, 1),
+                (*tensors, *scratch, m, n, k, *strides, sk), consts, cfg.num_warps, cfg.num_stages, use_tma,
+                plan)  # fmt: skip
     # split_k: a workspace per call and two kernels (_split_launch).  In this tuple's slots:
     # the launch key holds both kernels' keys (the workspace is always 16-byte aligned), the
     # grid both grids, "args" the epilogue's four tensors and consts both constexpr tuples.
