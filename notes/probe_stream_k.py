@@ -8,8 +8,10 @@ Timed here, on shapes outside the held-out sets, in shuffled rounds (CUDA graphs
 calls, warm, median µs): the persistent kernel with whole tiles, the same with stream-K
 (``kernels.matmul.stream_k_tiles``), the warp-specialized kernel and cuBLAS.  Each row also
 gives the stream-K kernel's error against cuBLAS (relative L2), whether two of its calls give
-the same bits, and both kernels' tile counts.  The stream-K rows ignore the planner's bounds
-(``STREAM_K_MIN_K_TILES``, ``STREAM_K_MAX_WAVES``) so that their edges are measured too.
+the same bits, and both kernels' tile counts.  Two stream-K plans: the last full wave and
+the partial one shared out (Stream-K's hybrid), and the partial wave alone.  The stream-K
+rows ignore the planner's bounds (``STREAM_K_MIN_K_TILES``, ``STREAM_K_MAX_WAVES``) so that
+their edges are measured too.
 
     python3 notes/probe_stream_k.py > $OUT/probe_stream_k.log
 """
@@ -35,7 +37,7 @@ CALLS = 10
 SHAPES = [(6144, 768, 16384, None), (3072, 1536, 8192, None), (1536, 4096, 8192, None), (8192, 768, 50257, None),
           (4096, 2304, 4096, None), (3072, 3072, 3072, None), (2048, 4096, 2048, None), (2560, 2048, 8192, None),
           (4096, 4096, 1024, None), (2176, 2048, 512, None), (3072, 1536, 8192, "bias_gelu"),
-          (3072, 1536, 8192, "residual"), (4096, 1024, 32768, None)]  # fmt: skip
+          (3072, 1536, 8192, "residual")]  # fmt: skip
 _PLANNER = km.stream_k_tiles
 
 
@@ -53,10 +55,15 @@ def graphed(fn: Callable[[], object]) -> Callable[[], None]:
     return g.replay
 
 
-def stream_k(on: bool) -> None:
-    # every tile count that is not a multiple of the SMs, whatever its K or waves
-    sk = lambda tiles, k_tiles, sms: sms + tiles % sms if on and tiles > sms and tiles % sms else 0
-    km.stream_k_tiles = sk if on else (lambda tiles, k_tiles, sms: 0)
+def stream_k(how: str) -> None:
+    # Every tile count that is not a multiple of the SMs, whatever its K or waves: "wave" the
+    # last full wave and the partial one, "remainder" the partial one, "" none.
+    def sk(tiles: int, k_tiles: int, sms: int) -> int:
+        if tiles <= sms or not tiles % sms or not how or tiles % sms * k_tiles < sms:
+            return 0
+        return tiles % sms + (sms if how == "wave" else 0)
+
+    km.stream_k_tiles = sk
     km._PREPARED.clear()
 
 
@@ -70,17 +77,22 @@ def one(m: int, n: int, k: int, epilogue: str | None, g: torch.Generator, rng: r
     elif epilogue == "residual":
         kw = {"residual": torch.randn((m, n), generator=g, device="cuda").to(bf)}
     ref = km.matmul(a, b, variant="warp_specialized", epilogue=epilogue, **kw).float()
-    replays, errors, same = {}, {}, False
-    for name, variant, sk in (("whole tiles", "persistent", False), ("stream-K", "persistent", True),
-                              ("ws", "warp_specialized", False)):  # fmt: skip
+    replays, errors, same = {}, {}, True
+    plans = (
+        ("whole tiles", "persistent", ""),
+        ("stream-K", "persistent", "wave"),
+        ("stream-K remainder", "persistent", "remainder"),
+        ("ws", "warp_specialized", ""),
+    )
+    for name, variant, sk in plans:
         stream_k(sk)
         fn = lambda v=variant: km.matmul(a, b, variant=v, epilogue=epilogue, **kw)
         out = fn()
         errors[name] = float(torch.linalg.vector_norm(out.float() - ref) / torch.linalg.vector_norm(ref))
-        if name == "stream-K":
-            same = all(torch.equal(out, fn()) for _ in range(3))
+        if name.startswith("stream-K"):
+            same = same and all(torch.equal(out, fn()) for _ in range(3))
         replays[name] = graphed(fn)
-    stream_k(False)
+    stream_k("")
     if epilogue is None:
         replays["cublas"] = graphed(lambda: torch.mm(a, b))
     times: dict[str, list[float]] = {x: [] for x in replays}
