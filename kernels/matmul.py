@@ -524,18 +524,26 @@ def _finish_stream_k(
     C_VEC: tl.constexpr, C_I32: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):  # fmt: skip
     # Stream-K tile t: the sum of programs first..last's partials, in that order, then the
-    # epilogue and the store, 32 rows at a time (a 32 x BLOCK_N sum and one slot's rows in
-    # registers, where the whole tile and a slot would be twice the accumulator).  Loads
-    # bypass L1 (.cg): the slots were written by other SMs.
-    ROWS: tl.constexpr = 32 if BLOCK_M > 32 else BLOCK_M
+    # epilogue and the store, 32 rows at a time (the whole tile and a slot in registers would
+    # be twice the accumulator).  The slots are read four at a time: one 32-row load per slot
+    # in flight kept a program at L2 latency, not bandwidth (the fixup of a tile split 11
+    # ways was most of the time of the partial wave, notes/2026-12-04d-probe-stream-k-*.log).
+    # Loads bypass L1 (.cg): the slots were written by other SMs.
+    ROWS: tl.constexpr = 16
     cols = tl.arange(0, BLOCK_N)
     for part in tl.static_range(BLOCK_M // ROWS):
         rows = part * ROWS + tl.arange(0, ROWS)
+        at = rows[:, None] * BLOCK_N + cols[None, :]  # 32-bit offsets from each slot's scalar base
         tot = tl.zeros((ROWS, BLOCK_N), dtype=tl.float32)
-        for p in range(first, last + 1):
-            slot = _stream_k_slot(p, t, q, r, kt)
-            tot += tl.load(part_ptr + slot * (BLOCK_M * BLOCK_N) + rows[:, None] * BLOCK_N + cols[None, :],
-                           cache_modifier=".cg")  # fmt: skip
+        for p in range(first, last + 1, 4):
+            x0 = tl.load(part_ptr + _stream_k_slot(p, t, q, r, kt) * (BLOCK_M * BLOCK_N) + at, cache_modifier=".cg")
+            x1 = tl.load(part_ptr + _stream_k_slot(p + 1, t, q, r, kt) * (BLOCK_M * BLOCK_N) + at, mask=p + 1 <= last,
+                         other=0.0, cache_modifier=".cg")  # fmt: skip
+            x2 = tl.load(part_ptr + _stream_k_slot(p + 2, t, q, r, kt) * (BLOCK_M * BLOCK_N) + at, mask=p + 2 <= last,
+                         other=0.0, cache_modifier=".cg")  # fmt: skip
+            x3 = tl.load(part_ptr + _stream_k_slot(p + 3, t, q, r, kt) * (BLOCK_M * BLOCK_N) + at, mask=p + 3 <= last,
+                         other=0.0, cache_modifier=".cg")  # fmt: skip
+            tot = (((tot + x0) + x1) + x2) + x3
         _finish(tot, row0 + rows, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
                 EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC, C_I32)  # fmt: skip
 

@@ -9,7 +9,8 @@ calls, warm, median µs): the persistent kernel with whole tiles, the same with 
 (``kernels.matmul.stream_k_tiles``), the warp-specialized kernel and cuBLAS.  Each row also
 gives the stream-K kernel's error against cuBLAS (relative L2), whether two of its calls give
 the same bits, and both kernels' tile counts.  Two stream-K plans: the last full wave and
-the partial one shared out (Stream-K's hybrid), and the partial wave alone.  The stream-K
+the partial one shared out (Stream-K's hybrid), and the partial wave alone (the second
+run, after the first: notes/2026-12-04d-probe-stream-k-*.log, in order).  The stream-K
 rows ignore the planner's bounds (``STREAM_K_MIN_K_TILES``, ``STREAM_K_MAX_WAVES``) so that
 their edges are measured too.
 
@@ -37,7 +38,7 @@ CALLS = 10
 SHAPES = [(6144, 768, 16384, None), (3072, 1536, 8192, None), (1536, 4096, 8192, None), (8192, 768, 50257, None),
           (4096, 2304, 4096, None), (3072, 3072, 3072, None), (2048, 4096, 2048, None), (2560, 2048, 8192, None),
           (4096, 4096, 1024, None), (2176, 2048, 512, None), (3072, 1536, 8192, "bias_gelu"),
-          (3072, 1536, 8192, "residual")]  # fmt: skip
+          (3072, 1536, 8192, "residual"), (2048, 3072, 4096, None), (3584, 2048, 4096, None)]  # fmt: skip
 _PLANNER = km.stream_k_tiles
 
 
