@@ -388,34 +388,18 @@ def _tile_product(
     return acc
 
 
-@triton.jit
-def _stream_k_owner(i, q, r):
-    # The program whose stream-K range holds iteration i: programs p < r take q + 1
-    # iterations, the others q (q ≥ 1).
-    big = r * (q + 1)
-    return tl.where(i < big, i // (q + 1), r + (i - big) // q)
-
-
-@triton.jit
-def _stream_k_slot(p, t, q, r, k_tiles):
-    # Program p's partial of stream-K tile t lies in slot 2p when t is the tile its range
-    # starts in, else 2p + 1 (a range meets at most two tiles it does not cover whole).
-    first = (p * q + tl.minimum(p, r)) // k_tiles
-    return 2 * p + (t != first).to(tl.int64)
-
-
 @triton.jit(do_not_specialize=["M", "N", "K", "s_am", "s_ak", "s_bk", "s_bn", "s_cm", "s_bias", "s_rm", "s_rn",
-                               "sk_tiles"])  # fmt: skip
+                               "tail_tiles", "tail_splits"])  # fmt: skip
 def _mm_persistent_kernel(
     a_ptr, b_ptr, c_ptr, pre_ptr, bias_ptr, res_ptr, part_ptr, count_ptr, M: tl.int64, N: tl.int64, K: tl.int64,
     s_am: tl.int64, s_ak: tl.int64, s_bk: tl.int64, s_bn: tl.int64, s_cm: tl.int64, s_bias: tl.int64,
-    s_rm: tl.int64, s_rn: tl.int64, sk_tiles: tl.int64,
+    s_rm: tl.int64, s_rn: tl.int64, tail_tiles: tl.int64, tail_splits: tl.int64,
     A_LAYOUT: tl.constexpr, B_LAYOUT: tl.constexpr, R_LAYOUT: tl.constexpr, A_VEC: tl.constexpr,
     B_VEC: tl.constexpr, M_VEC: tl.constexpr, C_VEC: tl.constexpr, R_VEC: tl.constexpr, K_VEC: tl.constexpr,
     EVEN_K: tl.constexpr,
     EPILOGUE: tl.constexpr, STORE_PRE: tl.constexpr, PRECISION: tl.constexpr, BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
-    USE_TMA: tl.constexpr, REG_OPERAND: tl.constexpr, C_I32: tl.constexpr, STREAM_K: tl.constexpr,
+    USE_TMA: tl.constexpr, REG_OPERAND: tl.constexpr, C_I32: tl.constexpr, SPLIT_TAIL: tl.constexpr,
 ):  # fmt: skip
     """One program per SM; program p computes tiles p, p + NUM_SMS, ... in grouped order.
 
@@ -436,15 +420,19 @@ def _mm_persistent_kernel(
     K-major from shared memory, and transposes the accumulator once per tile; 2 (a MN-major,
     b K-major) reads a into registers.  Both operands MN-major stay on the copy (0).
 
-    STREAM_K: the last ``sk_tiles`` tiles (in grouped order) are shared out by K blocks
-    instead of whole: their ``sk_tiles x k_tiles`` block products are cut into NUM_SMS
-    contiguous ranges, one a program, after its whole tiles (Osama et al., "Stream-K",
-    PPoPP 2023: data-parallel tiles, then stream-K for the last wave and the partial one).
-    A tile whose blocks span several programs is summed from their fp32 partials
-    (``part_ptr``: two slots of BLOCK_M x BLOCK_N a program) by the program that arrives at
-    its counter last (``count_ptr``, one int32 a tile, zero on entry and reset to zero by
-    that program), in slot order: the same bits whichever program arrives last, and no
-    program ever waits for another."""
+    SPLIT_TAIL: the last ``tail_tiles`` tiles (in grouped order: the partial last wave) are
+    split along K into ``tail_splits`` ranges of whole BLOCK_K steps, one a program, after
+    the whole tiles (the data-parallel + split-K hybrid of Osama et al., "Stream-K", PPoPP
+    2023).  Program p takes range p // tail_tiles of tile p % tail_tiles, so the programs
+    that run together read the same K range of different tiles: they share its blocks in L2
+    as whole tiles do.  (Stream-K's own plan, contiguous ranges over tiles and K, put
+    programs at different K on tiles that share a strip; at the LM head's dA it read the
+    weight from DRAM once a program and ran 5% behind whole tiles,
+    notes/2026-12-04d-probe-stream-k-0eeb4de.log.)  Each range's fp32 partial goes to the
+    program's slot of ``part_ptr`` (BLOCK_M x BLOCK_N); the program that arrives last at the
+    tile's counter (``count_ptr``: one int32 a tile, zero on entry and reset to zero by that
+    program) sums the slots in range order, then runs the epilogue: the same bits whichever
+    program arrives last, and no program waits for another."""
     num_m = tl.cdiv(M, BLOCK_M)
     num_n = tl.cdiv(N, BLOCK_N)
     num_tiles = (num_m * num_n).to(tl.int32)
@@ -465,7 +453,7 @@ def _mm_persistent_kernel(
     # pre-activation's store spilled 1160 bytes whole, 104 in halves, none in quarters; the
     # residual 580 whole, none in halves, 484 in quarters; bias and none, none whole).
     PARTS: tl.constexpr = 1 if C_VEC != 1 else (4 if EPILOGUE == 2 else (2 if EPILOGUE == 3 else 1))
-    dp_tiles = num_tiles - sk_tiles.to(tl.int32) if STREAM_K else num_tiles
+    dp_tiles = num_tiles - tail_tiles.to(tl.int32) if SPLIT_TAIL else num_tiles
     for tile in tl.range(tl.program_id(0), dp_tiles, NUM_SMS, flatten=True):
         pid_m, pid_n = _grouped(tile, num_m, num_n, GROUP_M)
         acc = _tile_product(a_ptr, b_ptr, a_desc, b_desc, pid_m, pid_n, M, N, K, 0, k_tiles, s_am, s_ak, s_bk, s_bn,
@@ -474,75 +462,56 @@ def _mm_persistent_kernel(
         rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         _finish_in_parts(acc, pid_m * BLOCK_M, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
                          EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC, C_I32, PARTS)  # fmt: skip
-    if STREAM_K:
-        # Iterations (tile t, K block) in 64-bit: sk_tiles x k_tiles can pass 2^31.
-        p = tl.program_id(0).to(tl.int64)
-        kt = k_tiles.to(tl.int64)
-        total = sk_tiles * kt
-        q = total // NUM_SMS
-        r = total % NUM_SMS
-        it = p * q + tl.minimum(p, r)
-        end = it + q + (p < r).to(tl.int64)
-        rows = tl.arange(0, BLOCK_M)
-        cols = tl.arange(0, BLOCK_N)
-        while it < end:
-            t = it // kt
-            k0 = it - t * kt
-            k1 = tl.minimum(kt, k0 + end - it)
-            pid_m, pid_n = _grouped(dp_tiles + t.to(tl.int32), num_m, num_n, GROUP_M)
-            acc = _tile_product(a_ptr, b_ptr, a_desc, b_desc, pid_m, pid_n, M, N, K, k0.to(tl.int32),
-                                k1.to(tl.int32), s_am, s_ak, s_bk, s_bn, A_LAYOUT, B_LAYOUT, A_VEC, B_VEC,
-                                M_VEC, C_VEC, K_VEC, EVEN_K, PRECISION, BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA,
-                                REG_OPERAND)  # fmt: skip
-            rn = pid_n * BLOCK_N + cols
-            if (k0 == 0) & (k1 == kt):
-                _finish_in_parts(acc, pid_m * BLOCK_M, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr,
-                                 s_rm, s_rn, EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC, C_I32, PARTS)  # fmt: skip
-            else:
-                # The partial goes to this program's slot (L2: 128 KB for 128x256), then the
-                # tile's counter; the last of its programs to arrive reads every slot back.
-                tile_elems = BLOCK_M * BLOCK_N
-                slot = _stream_k_slot(p, t, q, r, kt)
-                tl.store(part_ptr + slot * tile_elems + rows[:, None] * BLOCK_N + cols[None, :], acc)
-                tl.debug_barrier()  # every warp's stores are issued before the release below
-                first = _stream_k_owner(t * kt, q, r)
-                last = _stream_k_owner(t * kt + kt - 1, q, r)
-                arrived = tl.atomic_add(count_ptr + t, 1, sem="acq_rel", scope="gpu")
-                if arrived == last - first:
-                    tl.atomic_xchg(count_ptr + t, 0, sem="relaxed", scope="gpu")
-                    tl.debug_barrier()
-                    _finish_stream_k(part_ptr, t, first, last, q, r, kt, pid_m * BLOCK_M, rn, M, N, c_ptr, s_cm,
-                                     pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn, EPILOGUE, STORE_PRE, R_LAYOUT,
-                                     R_VEC, C_VEC, C_I32, BLOCK_M, BLOCK_N)  # fmt: skip
-            it += k1 - k0
+    if SPLIT_TAIL:
+        p = tl.program_id(0)
+        if p < tail_tiles * tail_splits:
+            t = p % tail_tiles.to(tl.int32)
+            per = tl.cdiv(k_tiles, tail_splits.to(tl.int32))  # K steps a range: none empty (tail_split)
+            k0 = p // tail_tiles.to(tl.int32) * per
+            k1 = tl.minimum(k_tiles, k0 + per)
+            pid_m, pid_n = _grouped(dp_tiles + t, num_m, num_n, GROUP_M)
+            acc = _tile_product(a_ptr, b_ptr, a_desc, b_desc, pid_m, pid_n, M, N, K, k0, k1, s_am, s_ak, s_bk,
+                                s_bn, A_LAYOUT, B_LAYOUT, A_VEC, B_VEC, M_VEC, C_VEC, K_VEC, EVEN_K, PRECISION,
+                                BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA, REG_OPERAND)  # fmt: skip
+            # The partial to this program's slot (L2: 128 KB for 128x256), then the counter.
+            rows = tl.arange(0, BLOCK_M)
+            cols = tl.arange(0, BLOCK_N)
+            tl.store(part_ptr + p.to(tl.int64) * (BLOCK_M * BLOCK_N) + rows[:, None] * BLOCK_N + cols[None, :], acc)
+            tl.debug_barrier()  # every warp's stores are issued before the release below
+            arrived = tl.atomic_add(count_ptr + t, 1, sem="acq_rel", scope="gpu")
+            if arrived == tail_splits - 1:
+                tl.atomic_xchg(count_ptr + t, 0, sem="relaxed", scope="gpu")
+                tl.debug_barrier()
+                _finish_split_tail(part_ptr, t, tail_tiles, tail_splits, pid_m * BLOCK_M, pid_n * BLOCK_N + cols, M, N,
+                                   c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn, EPILOGUE, STORE_PRE,
+                                   R_LAYOUT, R_VEC, C_VEC, C_I32, BLOCK_M, BLOCK_N)  # fmt: skip
 
 
 @triton.jit
-def _finish_stream_k(
-    part_ptr, t, first, last, q, r, kt, row0, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
+def _finish_split_tail(
+    part_ptr, t, tail_tiles, splits, row0, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
     EPILOGUE: tl.constexpr, STORE_PRE: tl.constexpr, R_LAYOUT: tl.constexpr, R_VEC: tl.constexpr,
     C_VEC: tl.constexpr, C_I32: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):  # fmt: skip
-    # Stream-K tile t: the sum of programs first..last's partials, in that order, then the
-    # epilogue and the store, 32 rows at a time (the whole tile and a slot in registers would
-    # be twice the accumulator).  The slots are read four at a time: one 32-row load per slot
-    # in flight kept a program at L2 latency, not bandwidth (the fixup of a tile split 11
-    # ways was most of the time of the partial wave, notes/2026-12-04d-probe-stream-k-*.log).
-    # Loads bypass L1 (.cg): the slots were written by other SMs.
+    # Tail tile t: the sum of its ranges' partials (slots t, t + tail_tiles, ...), in range
+    # order, then the epilogue and the store, 16 rows at a time (the whole tile and a slot in
+    # registers would be twice the accumulator), four slots' loads in flight (one program
+    # reads up to tail_splits x 128 KB).  Loads bypass L1 (.cg): other SMs wrote the slots.
     ROWS: tl.constexpr = 16
+    TILE: tl.constexpr = BLOCK_M * BLOCK_N
     cols = tl.arange(0, BLOCK_N)
     for part in tl.static_range(BLOCK_M // ROWS):
         rows = part * ROWS + tl.arange(0, ROWS)
         at = rows[:, None] * BLOCK_N + cols[None, :]  # 32-bit offsets from each slot's scalar base
         tot = tl.zeros((ROWS, BLOCK_N), dtype=tl.float32)
-        for p in range(first, last + 1, 4):
-            x0 = tl.load(part_ptr + _stream_k_slot(p, t, q, r, kt) * (BLOCK_M * BLOCK_N) + at, cache_modifier=".cg")
-            x1 = tl.load(part_ptr + _stream_k_slot(p + 1, t, q, r, kt) * (BLOCK_M * BLOCK_N) + at, mask=p + 1 <= last,
-                         other=0.0, cache_modifier=".cg")  # fmt: skip
-            x2 = tl.load(part_ptr + _stream_k_slot(p + 2, t, q, r, kt) * (BLOCK_M * BLOCK_N) + at, mask=p + 2 <= last,
-                         other=0.0, cache_modifier=".cg")  # fmt: skip
-            x3 = tl.load(part_ptr + _stream_k_slot(p + 3, t, q, r, kt) * (BLOCK_M * BLOCK_N) + at, mask=p + 3 <= last,
-                         other=0.0, cache_modifier=".cg")  # fmt: skip
+        for s in range(0, splits, 4):
+            x0 = tl.load(part_ptr + (t + s * tail_tiles) * TILE + at, cache_modifier=".cg")
+            x1 = tl.load(part_ptr + (t + (s + 1) * tail_tiles) * TILE + at, mask=s + 1 < splits, other=0.0,
+                         cache_modifier=".cg")  # fmt: skip
+            x2 = tl.load(part_ptr + (t + (s + 2) * tail_tiles) * TILE + at, mask=s + 2 < splits, other=0.0,
+                         cache_modifier=".cg")  # fmt: skip
+            x3 = tl.load(part_ptr + (t + (s + 3) * tail_tiles) * TILE + at, mask=s + 3 < splits, other=0.0,
+                         cache_modifier=".cg")  # fmt: skip
             tot = (((tot + x0) + x1) + x2) + x3
         _finish(tot, row0 + rows, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
                 EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC, C_I32)  # fmt: skip
@@ -709,8 +678,8 @@ PERSISTENT_MIN_MNK = 1024**3  # TF32: persistent on Hopper from M·N·K of 1024�
 # persistent kernel was 10% ahead (57.0 against 62.9).
 PERSISTENT_MIN_WAVES = 1
 WS_MIN_WAVES = 4  # warp_specialized from this many 128x128 tiles per SM (two consumers a program)
-STREAM_K_MAX_WAVES = 4  # stream-K below this many waves of the persistent kernel's tiles ...
-STREAM_K_MIN_K_TILES = 8  # ... with at least this many K steps a tile (stream_k_tiles)
+TAIL_MAX_WAVES = 4  # the partial wave split along K below this many waves of persistent tiles ...
+TAIL_MAX_SPLITS = 16  # ... into at most this many ranges (tail_split)
 _REDUCE_BLOCK = (32, 128)  # the split-K reduction's tile
 _GELU_BLOCK = 1024
 
@@ -954,21 +923,24 @@ def split_count(m: int, n: int, k: int, config: TileConfig, sms: int) -> tuple[i
     return cdiv(k, k_per_split), k_per_split
 
 
-def stream_k_tiles(tiles: int, k_tiles: int, sms: int) -> int:
-    """How many of the persistent kernel's ``tiles`` (each ``k_tiles`` steps of ``block_k``)
-    it shares out by K across ``sms`` programs (stream-K, in :func:`_mm_persistent_kernel`'s
-    docstring); 0: every tile whole.
+def tail_split(tiles: int, k_tiles: int, sms: int) -> tuple[int, int]:
+    """(tail tiles, splits) of the persistent kernel's ``tiles`` (each ``k_tiles`` steps of
+    ``block_k``) on ``sms`` programs: the last, partial wave of ``tiles % sms`` tiles is split
+    along K into ``splits`` ranges (``SPLIT_TAIL`` in :func:`_mm_persistent_kernel`'s
+    docstring); (0, 1): every tile whole.
 
-    With whole tiles, ``tiles`` not a multiple of ``sms`` leaves the last wave part empty:
-    144 tiles on 132 SMs take two tile-times for 1.09 tiles of work each.  Stream-K gives the
-    last full wave and the partial one (``sms + tiles % sms`` tiles) to all programs in equal
-    ranges of K steps, at the price of an fp32 partial written and read back for each tile
-    a range cuts (two at most a program).  Where the fixup costs more than the wave saves it
-    is not used: from ``STREAM_K_MAX_WAVES`` waves up (the last wave is a small part of the
-    time), below ``STREAM_K_MIN_K_TILES`` steps a tile, or at fewer tiles than SMs."""
-    if tiles <= sms or tiles % sms == 0 or tiles >= STREAM_K_MAX_WAVES * sms or k_tiles < STREAM_K_MIN_K_TILES:
-        return 0
-    return sms + tiles % sms
+    With whole tiles the partial wave costs a whole tile-time: 144 tiles on 132 SMs take two
+    for 1.09 tiles of work each.  Split into ``sms // (tiles % sms)`` ranges (at most
+    ``TAIL_MAX_SPLITS`` and one step a range), it costs ``1 / splits`` of one, plus an fp32
+    partial per range written and read back.  Used from one wave up, below
+    ``TAIL_MAX_WAVES`` waves (beyond, the partial wave is a small part of the time), with at
+    least two splits."""
+    tail = tiles % sms
+    if tiles < sms or tail == 0 or tiles >= TAIL_MAX_WAVES * sms:
+        return 0, 1
+    splits = min(sms // tail, k_tiles, TAIL_MAX_SPLITS)
+    splits = cdiv(k_tiles, cdiv(k_tiles, max(splits, 1)))  # no empty range
+    return (tail, splits) if splits >= 2 else (0, 1)
 
 
 def _layout(t: torch.Tensor) -> tuple[int, int, int, int]:
@@ -1139,7 +1111,7 @@ def _run(
                 _ensure_allocator()
             a = tma_copy(a) if copy_a else a
             b = tma_copy(b) if copy_b else b
-            scratch = _stream_k_buffers(out, index, plan) if kernel is _PERSISTENT else ()
+            scratch = _tail_buffers(out, index, plan) if kernel is _PERSISTENT else ()
             kernel.launch(launch_key, index, grid, (a, b, *ep, *scratch, *tail), consts, warps, stages)
             return
     if variant is None:  # in the prepared launch's key as None: a hit skips this choice
@@ -1160,7 +1132,7 @@ def _run(
     kernel, launch_key, grid, args, consts, warps, stages, tma, plan = prepared
     if tma and not INTERPRETER:
         _ensure_allocator()
-    tensors = 8 if kernel is _PERSISTENT else 6  # the persistent kernel's stream-K buffers follow the six
+    tensors = 8 if kernel is _PERSISTENT else 6  # the persistent kernel's split-tail buffers follow the six
     if _recording is not None:
         _launch(kernel, args[:tensors], index, grid, args, consts, warps, stages)
         return
@@ -1170,15 +1142,15 @@ def _run(
                         copies, plan))  # fmt: skip
 
 
-# Stream-K's tile counters, zero between launches (the program that finishes a tile resets its
-# counter): one buffer per device and stream, so that launches on two streams never share one.
+# The split tail's tile counters, zero between launches (the program that finishes a tile
+# resets its counter): one buffer per device and stream, so that two streams never share one.
 _COUNTERS: dict[tuple[int, int], torch.Tensor] = {}
 
 
-def _stream_k_buffers(out: torch.Tensor, index: int, plan: tuple[int, int] | None) -> tuple[torch.Tensor, ...]:
-    """The persistent kernel's two stream-K tensors for ``plan`` = (partial-slot elements,
-    stream-K tiles): a fresh fp32 slot buffer and the counters; ``(out, out)`` placeholders
-    (never read) without stream-K.  Under a CUDA-graph capture the counters are a new zeroed
+def _tail_buffers(out: torch.Tensor, index: int, plan: tuple[int, int] | None) -> tuple[torch.Tensor, ...]:
+    """The persistent kernel's two tensors for its split tail (:func:`tail_split`), ``plan`` =
+    (partial-slot elements, tail tiles): a fresh fp32 slot buffer and the counters; ``(out,
+    out)`` placeholders (never read) without a split tail.  Under a CUDA-graph capture the counters are a new zeroed
     tensor (its memset is a node of the graph, run at every replay), not the eager buffer."""
     if plan is None:
         return out, out
@@ -1208,9 +1180,9 @@ def _prepare(
     residual: torch.Tensor | None, variant: str, epilogue: str | None, precision: str | None,
     config: TileConfig | None, index: int,
 ) -> tuple[Any, ...] | None:  # fmt: skip
-    """(kernel, launch key, grid, args, consts, warps, stages, uses TMA, stream-K plan) for one
+    """(kernel, launch key, grid, args, consts, warps, stages, uses TMA, split-tail plan) for one
     launch of ``variant`` on these operands (a TMA kernel's already copied where :func:`tma_copy`
-    applies; the plan, the persistent kernel's (:func:`_stream_k_buffers`), else None); None
+    applies; the plan, the persistent kernel's (:func:`_tail_buffers`), else None); None
     where the launch happened here (the autotuner's choosing call)."""
     (m, k), n = a.shape, b.shape[1]
     a_lay, s_am, s_ak, a_vec = _layout(a)
@@ -1285,14 +1257,14 @@ def _prepare(
         # 32-bit output offsets where the output's rows are not 16-byte vectors (_finish says why)
         # and every offset a tile computes, its masked rows included, fits
         c_i32 = c_vec == 1 and (m + cfg.block_m) * n < 2**31
-        sk = stream_k_tiles(tiles, cdiv(k, cfg.block_k), sms)
-        plan = (2 * sms * cfg.block_m * cfg.block_n, sk) if sk else None
-        scratch = _stream_k_buffers(out, index, plan)
+        tail, splits = tail_split(tiles, cdiv(k, cfg.block_k), sms)
+        plan = (tail * splits * cfg.block_m * cfg.block_n, tail) if tail else None
+        scratch = _tail_buffers(out, index, plan)
         consts = (a_lay, b_lay, r_lay, a_vec, b_vec, m_vec, c_vec, r_vec, k_vec, even_k, code, store_pre, prec,
-                  *tile, sms, use_tma, reg, c_i32, sk > 0)  # fmt: skip
-        return (_PERSISTENT, _launch_key(index, (*tensors, *scratch)), (sms if sk else min(sms, tiles), 1, 1),
-                (*tensors, *scratch, m, n, k, *strides, sk), consts, cfg.num_warps, cfg.num_stages, use_tma,
-                plan)  # fmt: skip
+                  *tile, sms, use_tma, reg, c_i32, tail > 0)  # fmt: skip
+        return (_PERSISTENT, _launch_key(index, (*tensors, *scratch)), (min(sms, tiles), 1, 1),
+                (*tensors, *scratch, m, n, k, *strides, tail, splits), consts, cfg.num_warps, cfg.num_stages,
+                use_tma, plan)  # fmt: skip
     # split_k: a workspace per call and two kernels (_split_launch).  In this tuple's slots:
     # the launch key holds both kernels' keys (the workspace is always 16-byte aligned), the
     # grid both grids, "args" the epilogue's four tensors and consts both constexpr tuples.

@@ -5,14 +5,16 @@ a multiple of the SMs leaves the last wave part empty (144 tiles on 132 SMs: two
 for 1.09 tiles of work).  The warp-specialized kernel's 128x128 tiles fill that wave better,
 not fully: cuBLAS ran 1.4-1.8x ahead at such shapes (run matmul-20261204T142003Z-b3b9b87).
 Timed here, on shapes outside the held-out sets, in shuffled rounds (CUDA graphs of CALLS
-calls, warm, median µs): the persistent kernel with whole tiles, the same with stream-K
-(``kernels.matmul.stream_k_tiles``), the warp-specialized kernel and cuBLAS.  Each row also
-gives the stream-K kernel's error against cuBLAS (relative L2), whether two of its calls give
-the same bits, and both kernels' tile counts.  Two stream-K plans: the last full wave and
-the partial one shared out (Stream-K's hybrid), and the partial wave alone (the second
-run, after the first: notes/2026-12-04d-probe-stream-k-*.log, in order).  The stream-K
-rows ignore the planner's bounds (``STREAM_K_MIN_K_TILES``, ``STREAM_K_MAX_WAVES``) so that
-their edges are measured too.
+calls, warm, median µs): the persistent kernel with whole tiles, the same with its partial
+last wave split along K (``kernels.matmul.tail_split``, at most 16 and at most 4 ranges a
+tile, whatever the waves), the warp-specialized kernel and cuBLAS.  Each row also gives the
+errors against the warp-specialized kernel (relative L2), whether repeated calls of the
+split plans give the same bits, and the tile counts.
+
+The first two runs (notes/2026-12-04d-probe-stream-k-0eeb4de.log and -819905a.log) timed
+the kernel at those commits: Stream-K's contiguous ranges over tiles and K, for the last
+full wave and the partial one ("stream-K") and for the partial wave alone ("stream-K
+remainder"); the third (-a7b27e9) the same with the fixup's loads four at a time.
 
     python3 notes/probe_stream_k.py > $OUT/probe_stream_k.log
 """
@@ -39,7 +41,7 @@ SHAPES = [(6144, 768, 16384, None), (3072, 1536, 8192, None), (1536, 4096, 8192,
           (4096, 2304, 4096, None), (3072, 3072, 3072, None), (2048, 4096, 2048, None), (2560, 2048, 8192, None),
           (4096, 4096, 1024, None), (2176, 2048, 512, None), (3072, 1536, 8192, "bias_gelu"),
           (3072, 1536, 8192, "residual"), (2048, 3072, 4096, None), (3584, 2048, 4096, None)]  # fmt: skip
-_PLANNER = km.stream_k_tiles
+_PLANNER = km.tail_split
 
 
 def emit(**row: object) -> None:
@@ -56,15 +58,19 @@ def graphed(fn: Callable[[], object]) -> Callable[[], None]:
     return g.replay
 
 
-def stream_k(how: str) -> None:
-    # Every tile count that is not a multiple of the SMs, whatever its K or waves: "wave" the
-    # last full wave and the partial one, "remainder" the partial one, "" none.
-    def sk(tiles: int, k_tiles: int, sms: int) -> int:
-        if tiles <= sms or not tiles % sms or not how or tiles % sms * k_tiles < sms:
-            return 0
-        return tiles % sms + (sms if how == "wave" else 0)
+def plan(how: str) -> None:
+    # "": whole tiles; "tail" / "tail<=4": the partial wave split along K (at most 16 / 4
+    # ranges), whatever its waves; "wave" / "remainder": the contiguous stream-K ranges of the
+    # first two runs (kernel at 0eeb4de, not this one: kept to name what those runs timed).
+    def split(tiles: int, k_tiles: int, sms: int) -> tuple[int, int]:
+        tail = tiles % sms
+        if not how or tiles < sms or not tail:
+            return 0, 1
+        splits = min(sms // tail, k_tiles, 4 if how == "tail<=4" else 16)
+        splits = km.cdiv(k_tiles, km.cdiv(k_tiles, max(splits, 1)))
+        return (tail, splits) if splits >= 2 else (0, 1)
 
-    km.stream_k_tiles = sk
+    km.tail_split = split
     km._PREPARED.clear()
 
 
@@ -81,19 +87,19 @@ def one(m: int, n: int, k: int, epilogue: str | None, g: torch.Generator, rng: r
     replays, errors, same = {}, {}, True
     plans = (
         ("whole tiles", "persistent", ""),
-        ("stream-K", "persistent", "wave"),
-        ("stream-K remainder", "persistent", "remainder"),
+        ("split tail", "persistent", "tail"),
+        ("split tail<=4", "persistent", "tail<=4"),
         ("ws", "warp_specialized", ""),
     )
-    for name, variant, sk in plans:
-        stream_k(sk)
+    for name, variant, how in plans:
+        plan(how)
         fn = lambda v=variant: km.matmul(a, b, variant=v, epilogue=epilogue, **kw)
         out = fn()
         errors[name] = float(torch.linalg.vector_norm(out.float() - ref) / torch.linalg.vector_norm(ref))
-        if name.startswith("stream-K"):
+        if name.startswith("split"):
             same = same and all(torch.equal(out, fn()) for _ in range(3))
         replays[name] = graphed(fn)
-    stream_k("")
+    plan("")
     if epilogue is None:
         replays["cublas"] = graphed(lambda: torch.mm(a, b))
     times: dict[str, list[float]] = {x: [] for x in replays}
@@ -110,7 +116,7 @@ def one(m: int, n: int, k: int, epilogue: str | None, g: torch.Generator, rng: r
     tiles, k_tiles = km.cdiv(m, 128) * km.cdiv(n, 256), km.cdiv(k, 64)
     emit(shape=f"{m}x{n}x{k}", epilogue=epilogue, sms=sms, tiles=tiles, waves=round(tiles / sms, 2),
          k_tiles=k_tiles, ws_tiles=km.cdiv(m, 128) * km.cdiv(n, 128), planner=_PLANNER(tiles, k_tiles, sms),
-         rel_error_vs_ws=errors, stream_k_same_bits=same,
+         rel_error_vs_ws=errors, split_same_bits=same,
          us={x: round(statistics.median(v), 1) for x, v in times.items()})  # fmt: skip
 
 
