@@ -479,28 +479,46 @@ def _mm_persistent_kernel(
             tl.store(part_ptr + p.to(tl.int64) * (BLOCK_M * BLOCK_N) + rows[:, None] * BLOCK_N + cols[None, :], acc)
             tl.debug_barrier()  # every warp's stores are issued before the release below
             arrived = tl.atomic_add(count_ptr + t, 1, sem="acq_rel", scope="gpu")
-            if arrived == tail_splits - 1:
-                tl.atomic_xchg(count_ptr + t, 0, sem="relaxed", scope="gpu")
+            row0 = pid_m * BLOCK_M
+            rn = pid_n * BLOCK_N + cols
+            if _INTERPRETED:  # programs run one after another: the last to arrive sums every part
+                if arrived == tail_splits - 1:
+                    tl.atomic_xchg(count_ptr + t, 0, sem="relaxed", scope="gpu")
+                    _finish_split_tail(part_ptr, t, tail_tiles, tail_splits, 0, 1, row0, rn, M, N, c_ptr, s_cm,
+                                       pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn, EPILOGUE, STORE_PRE,
+                                       R_LAYOUT, R_VEC, C_VEC, C_I32, BLOCK_M, BLOCK_N)  # fmt: skip
+            else:
+                # Every range's program sums its share of the tile's row parts, once all have
+                # arrived (the launch is cooperative: every program is resident, so the wait
+                # ends); then a second count, whose last arrival resets the counter.
+                seen = arrived + 1
+                while seen < tail_splits:
+                    seen = tl.atomic_add(count_ptr + t, 0, sem="acquire", scope="gpu")
                 tl.debug_barrier()
-                _finish_split_tail(part_ptr, t, tail_tiles, tail_splits, pid_m * BLOCK_M, pid_n * BLOCK_N + cols, M, N,
-                                   c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn, EPILOGUE, STORE_PRE,
-                                   R_LAYOUT, R_VEC, C_VEC, C_I32, BLOCK_M, BLOCK_N)  # fmt: skip
+                _finish_split_tail(part_ptr, t, tail_tiles, tail_splits, p // tail_tiles.to(tl.int32),
+                                   tail_splits, row0, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr,
+                                   s_rm, s_rn, EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC, C_I32, BLOCK_M,
+                                   BLOCK_N)  # fmt: skip
+                if tl.atomic_add(count_ptr + t, 1, sem="relaxed", scope="gpu") == 2 * tail_splits - 1:
+                    tl.atomic_xchg(count_ptr + t, 0, sem="relaxed", scope="gpu")
 
 
 @triton.jit
 def _finish_split_tail(
-    part_ptr, t, tail_tiles, splits, row0, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
-    EPILOGUE: tl.constexpr, STORE_PRE: tl.constexpr, R_LAYOUT: tl.constexpr, R_VEC: tl.constexpr,
+    part_ptr, t, tail_tiles, splits, share, shares, row0, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr,
+    s_rm, s_rn, EPILOGUE: tl.constexpr, STORE_PRE: tl.constexpr, R_LAYOUT: tl.constexpr, R_VEC: tl.constexpr,
     C_VEC: tl.constexpr, C_I32: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):  # fmt: skip
-    # Tail tile t: the sum of its ranges' partials (slots t, t + tail_tiles, ...), in range
-    # order, then the epilogue and the store, 16 rows at a time (the whole tile and a slot in
-    # registers would be twice the accumulator), four slots' loads in flight (one program
-    # reads up to tail_splits x 128 KB).  Loads bypass L1 (.cg): other SMs wrote the slots.
+    # Tail tile t's row parts share, share + shares, ...: the sum of the tile's range partials
+    # (slots t, t + tail_tiles, ...) in range order, then the epilogue and the store.  Parts of
+    # 16 rows (the whole tile and a slot in registers would be twice the accumulator), four
+    # slots' loads in flight.  One program summing a whole tile split 11 ways (1.4 MB of
+    # slots) was most of the partial wave's time (notes/2026-12-04d-probe-stream-k-b5aab6a.log),
+    # hence the shares.  Loads bypass L1 (.cg): other SMs wrote the slots.
     ROWS: tl.constexpr = 16
     TILE: tl.constexpr = BLOCK_M * BLOCK_N
     cols = tl.arange(0, BLOCK_N)
-    for part in tl.static_range(BLOCK_M // ROWS):
+    for part in range(share, BLOCK_M // ROWS, shares):
         rows = part * ROWS + tl.arange(0, ROWS)
         at = rows[:, None] * BLOCK_N + cols[None, :]  # 32-bit offsets from each slot's scalar base
         tot = tl.zeros((ROWS, BLOCK_N), dtype=tl.float32)
@@ -1046,13 +1064,14 @@ _PAD_BLOCK = (4, 1024)
 _recording: list[Any] | None = None  # compiled_kernels() collects the compiled kernels here
 
 
-def _launch(kernel: FastKernel, tensors: tuple[torch.Tensor, ...], index: int, grid, args, consts, warps, stages):
+def _launch(kernel: FastKernel, tensors: tuple[torch.Tensor, ...], index: int, grid, args, consts, warps, stages,
+            coop: bool = False):  # fmt: skip
     if _recording is not None:  # Triton's own launch, which returns the compiled kernel
-        compiled = kernel.launch_uncached(grid, args, consts, warps, stages)
+        compiled = kernel.launch_uncached(grid, args, consts, warps, stages, coop=coop)
         if not INTERPRETER:
             _recording.append(compiled)
         return
-    kernel.launch(_launch_key(index, tensors), index, grid, args, consts, warps, stages)
+    kernel.launch(_launch_key(index, tensors), index, grid, args, consts, warps, stages, coop=coop)
 
 
 def _launch_key(index: int, tensors: tuple[torch.Tensor, ...]) -> tuple[Any, ...]:
@@ -1112,7 +1131,8 @@ def _run(
             a = tma_copy(a) if copy_a else a
             b = tma_copy(b) if copy_b else b
             scratch = _tail_buffers(out, index, plan) if kernel is _PERSISTENT else ()
-            kernel.launch(launch_key, index, grid, (a, b, *ep, *scratch, *tail), consts, warps, stages)
+            kernel.launch(launch_key, index, grid, (a, b, *ep, *scratch, *tail), consts, warps, stages,
+                          coop=plan is not None)  # fmt: skip
             return
     if variant is None:  # in the prepared launch's key as None: a hit skips this choice
         variant = dispatch(a, b, epilogue, precision)
@@ -1134,9 +1154,9 @@ def _run(
         _ensure_allocator()
     tensors = 8 if kernel is _PERSISTENT else 6  # the persistent kernel's split-tail buffers follow the six
     if _recording is not None:
-        _launch(kernel, args[:tensors], index, grid, args, consts, warps, stages)
+        _launch(kernel, args[:tensors], index, grid, args, consts, warps, stages, coop=plan is not None)
         return
-    kernel.launch(launch_key, index, grid, args, consts, warps, stages)
+    kernel.launch(launch_key, index, grid, args, consts, warps, stages, coop=plan is not None)
     if cacheable:
         _remember(key, (kernel, launch_key, grid, args[tensors:], consts, warps, stages, tma and not INTERPRETER,
                         copies, plan))  # fmt: skip
