@@ -696,8 +696,19 @@ PERSISTENT_MIN_MNK = 1024**3  # TF32: persistent on Hopper from M·N·K of 1024�
 # persistent kernel was 10% ahead (57.0 against 62.9).
 PERSISTENT_MIN_WAVES = 1
 WS_MIN_WAVES = 4  # warp_specialized from this many 128x128 tiles per SM (two consumers a program)
-TAIL_MAX_WAVES = 4  # the partial wave split along K below this many waves of persistent tiles ...
-TAIL_MAX_SPLITS = 16  # ... into at most this many ranges (tail_split)
+# The persistent kernel's partial last wave split along K (tail_split): below TAIL_MAX_WAVES
+# waves of its tiles, into at most TAIL_MAX_SPLITS ranges of at least TAIL_MIN_STEPS K steps;
+# the dispatch prefers it to the warp-specialized kernel from TAIL_MIN_SPLITS ranges a tile.
+# notes/2026-12-04d-probe-stream-k-aed534c.log (warm, µs, split tail / whole tiles / the
+# warp-specialized kernel / cuBLAS): 11 ranges 209.7 / 326.8 / 260.9 / 193.0 at
+# 6144x768x16384 and 113.6 / 175.3 / 140.3 / 98.1 at 3072x1536x8192, 4 ranges 124.4 / 171.9 /
+# 139.5 / 109.4 at 2560x2048x8192; 2 ranges 151.9 / 176.4 / 142.5 at 1536x4096x8192 and 81.0 /
+# 89.7 / 73.4 at 2048x3072x4096 (the warp-specialized kernel ahead); 8 ranges of one K step
+# at 2176x2048x512 23.7 / 18.8 / 15.9.
+TAIL_MAX_WAVES = 4
+TAIL_MAX_SPLITS = 16
+TAIL_MIN_STEPS = 8
+TAIL_MIN_SPLITS = 4
 _REDUCE_BLOCK = (32, 128)  # the split-K reduction's tile
 _GELU_BLOCK = 1024
 
@@ -798,9 +809,10 @@ def default_variant(
     - On Hopper (compute capability 9.x): TF32 products of at least ``PERSISTENT_MIN_MNK`` run
       ``persistent`` (its operand in registers, ``REG_OPERAND``).  16-bit products run
       ``warp_specialized`` with at least ``WS_MIN_WAVES`` waves of its 128x128 tiles; with
-      at least ``PERSISTENT_MIN_WAVES`` waves of the persistent kernel's 128x256 tiles, the
-      one of the two whose last wave is the fuller (ties: ``persistent``); ``autotuned``
-      below that.  Both read an operand TMA cannot read from an aligned copy
+      at least ``PERSISTENT_MIN_WAVES`` waves of the persistent kernel's 128x256 tiles,
+      ``persistent`` where its partial last wave splits along K at least ``TAIL_MIN_SPLITS``
+      ways (:func:`tail_split`), else the one of the two whose last wave is the fuller (ties:
+      ``persistent``); ``autotuned`` below that.  Both read an operand TMA cannot read from an aligned copy
       (:func:`tma_copy`).
     - ``autotuned`` otherwise; ``fixed`` under the interpreter (the autotuner has nothing to
       time there).
@@ -828,7 +840,7 @@ def default_variant(
     head's dA (8192x768x50257) and 142.0 against 183.0 at 1536x4096x8192; at 144 (1.09
     waves) 266.3 against 335.9 at 6144x768x16384 and 140.8 against 176.1 at 3072x1536x8192;
     at 128 tiles each (whole waves both) it was 1-3% behind (4096x1024x32768,
-    2048x2048x16384)."""
+    2048x2048x16384).  The split tail: the comment on ``TAIL_MIN_SPLITS``."""
     if INTERPRETER or device.type != "cuda":
         return "fixed"
     sms = sm_count(device)
@@ -845,7 +857,10 @@ def default_variant(
     if tma and ws_tiles >= WS_MIN_WAVES * sms:
         return "warp_specialized"
     if tiles >= PERSISTENT_MIN_WAVES * sms:
-        # Between one wave and four: the kernel whose last wave of tiles is the fuller one.
+        # Between one wave and four: the persistent kernel where its partial last wave splits
+        # along K at least TAIL_MIN_SPLITS ways, else the kernel whose last wave is the fuller.
+        if tail_split(tiles, cdiv(k, PERSISTENT_CONFIG.block_k), sms)[1] >= TAIL_MIN_SPLITS:
+            return "persistent"
         if tma and ws_tiles / (cdiv(ws_tiles, sms) * sms) > tiles / (cdiv(tiles, sms) * sms):
             return "warp_specialized"
         return "persistent"
@@ -863,7 +878,7 @@ def dispatch(a: torch.Tensor, b: torch.Tensor, epilogue: str | None = None, prec
 @functools.cache
 def dispatch_rule() -> str:
     """A fingerprint of the dispatch, ten hex digits: the code of :func:`default_variant`,
-    :func:`dispatch` and :func:`ws_eligible` (what the choice reads: tokens, without the
+    :func:`dispatch`, :func:`ws_eligible` and :func:`tail_split` (what the choice reads: tokens, without the
     docstrings and comments, so an edit of words or layout is the same rule) and the values of
     the module's constants they read.  The sweep records it beside each default call, so the
     page scores the dispatch's regret only on cases run under one rule, not on choices a later
@@ -914,9 +929,6 @@ def ws_eligible(a: torch.Tensor, b: torch.Tensor) -> bool:
     return _capability(index)[0] == 9
 
 
-_RULE_FUNCTIONS = (default_variant, dispatch, ws_eligible)  # what dispatch_rule fingerprints
-
-
 def split_config(m: int, dtype: torch.dtype) -> TileConfig:
     """Split-K's tile for ``m`` rows of ``dtype``: ``SPLIT_K_CONFIG`` (16-bit) or
     ``SPLIT_K_CONFIG_FP32`` with ``block_m`` M's bucket (:func:`m_bucket`), up to its own."""
@@ -950,15 +962,20 @@ def tail_split(tiles: int, k_tiles: int, sms: int) -> tuple[int, int]:
     With whole tiles the partial wave costs a whole tile-time: 144 tiles on 132 SMs take two
     for 1.09 tiles of work each.  Split into ``sms // (tiles % sms)`` ranges (at most
     ``TAIL_MAX_SPLITS`` and one step a range), it costs ``1 / splits`` of one, plus an fp32
-    partial per range written and read back.  Used from one wave up, below
-    ``TAIL_MAX_WAVES`` waves (beyond, the partial wave is a small part of the time), with at
-    least two splits."""
+    partial per range written and read back, and summed by the ranges' programs together.
+    Used from one wave up, below ``TAIL_MAX_WAVES`` waves (beyond, the partial wave is a small
+    part of the time), with at least two splits of at least ``TAIL_MIN_STEPS`` steps each
+    (the constants' comment gives the probe).  Raises nothing; ``tiles``, ``k_tiles`` and
+    ``sms`` are positive."""
     tail = tiles % sms
     if tiles < sms or tail == 0 or tiles >= TAIL_MAX_WAVES * sms:
         return 0, 1
-    splits = min(sms // tail, k_tiles, TAIL_MAX_SPLITS)
+    splits = min(sms // tail, k_tiles // TAIL_MIN_STEPS, TAIL_MAX_SPLITS)
     splits = cdiv(k_tiles, cdiv(k_tiles, max(splits, 1)))  # no empty range
     return (tail, splits) if splits >= 2 else (0, 1)
+
+
+_RULE_FUNCTIONS = (default_variant, dispatch, ws_eligible, tail_split)  # what dispatch_rule fingerprints
 
 
 def _layout(t: torch.Tensor) -> tuple[int, int, int, int]:

@@ -837,6 +837,8 @@ from triton.compiler import ASTSource
 mm = importlib.import_module("kernels.matmul")
 INTS = ["M", "N", "K", "s_am", "s_ak", "s_bk", "s_bn", "s_cm", "s_bias", "s_rm", "s_rn"]
 P6 = {n: "*bf16" for n in ("a_ptr", "b_ptr", "c_ptr", "pre_ptr", "bias_ptr", "res_ptr")}
+P8 = {**P6, "part_ptr": "*fp32", "count_ptr": "*i32"}  # the persistent kernel's: its split tail's buffers
+INTS_P = INTS + ["tail_tiles", "tail_splits"]
 
 def probe(name, fn, ptrs, ints, consts, warps, stages):
     sig = {**ptrs, **{k: "i64" for k in ints}, **{k: "constexpr" for k in consts}}
@@ -864,13 +866,13 @@ f, p = mm.FIXED_CONFIG, mm.PERSISTENT_CONFIG
 probe("fixed", mm._mm_fixed_kernel, P6, INTS, consts(1, 1, f), 4, 3)
 probe("fixed a.T, K tail, bias_gelu", mm._mm_fixed_kernel, P6, INTS, consts(2, 2, f, even=False, epi=2), 4, 3)
 for a_lay, b_lay in ((1, 1), (1, 2), (2, 1)):
-    probe(f"persistent {a_lay}{b_lay}", mm._mm_persistent_kernel, P6, INTS,
+    probe(f"persistent {a_lay}{b_lay}", mm._mm_persistent_kernel, P8, INTS_P,
           {**consts(a_lay, b_lay, p), "NUM_SMS": 132, "USE_TMA": True, "REG_OPERAND": 0}, 8, 3)
-F6 = {n: "*fp32" for n in P6}
+F8 = {**{n: "*fp32" for n in P6}, "part_ptr": "*fp32", "count_ptr": "*i32"}
 f32 = mm.PERSISTENT_CONFIG_FP32
 for a_lay, b_lay in ((1, 1), (2, 2), (1, 2), (2, 1)):
     for reg in sorted({0, mm.reg_operand(a_lay, b_lay)}):
-        probe(f"tf32 persistent {a_lay}{b_lay} reg {reg}", mm._mm_persistent_kernel, F6, INTS,
+        probe(f"tf32 persistent {a_lay}{b_lay} reg {reg}", mm._mm_persistent_kernel, F8, INTS_P,
               {**consts(a_lay, b_lay, f32, vec=4), "NUM_SMS": 132, "USE_TMA": True, "REG_OPERAND": reg},
               f32.num_warps, f32.num_stages)
 # the tiles TF32's default runs, at many and at few tiles, in every layout
@@ -878,7 +880,7 @@ for size in (4096, 1024):
     for a_lay, b_lay in ((1, 1), (2, 2), (1, 2), (2, 1)):
         reg = mm.reg_operand(a_lay, b_lay)
         c = mm.default_config("persistent", mm.torch.float32, size, size, "tf32", 132, reg)
-        probe(f"tf32 persistent default {size} {a_lay}{b_lay}", mm._mm_persistent_kernel, F6, INTS,
+        probe(f"tf32 persistent default {size} {a_lay}{b_lay}", mm._mm_persistent_kernel, F8, INTS_P,
               {**consts(a_lay, b_lay, c, vec=4), "NUM_SMS": 132, "USE_TMA": True, "REG_OPERAND": reg},
               c.num_warps, c.num_stages)
 """
@@ -935,7 +937,7 @@ def test_ws_plan_reads_transposed_operands_through_their_memory(which, monkeypat
     a_t, b_t = which in ("a.T", "both"), which in ("b.T", "both")
     a = randn((k, m), torch.bfloat16, "wa").T if a_t else randn((m, k), torch.bfloat16, "wa")
     b = randn((n, k), torch.bfloat16, "wb").T if b_t else randn((k, n), torch.bfloat16, "wb")
-    kernel, _, grid, args, consts, warps, _, tma = _ws_plan(a, b, monkeypatch)
+    kernel, _, grid, args, consts, warps, _, tma, _ = _ws_plan(a, b, monkeypatch)
     assert kernel is mm_module._WS and tma and warps == 4
     named = dict(zip(kernel.const_names, consts, strict=True))
     assert (named["A_T"], named["B_T"]) == (a_t, b_t)
@@ -1003,6 +1005,65 @@ def test_ws_config_beyond_the_kernel_is_refused(config, words) -> None:
     matmul(a.float(), b.float(), variant="warp_specialized", config=config, precision="ieee")  # fp32: persistent's
 
 
+def test_tail_split_plan() -> None:
+    """The persistent kernel's partial last wave is split along K (tail tiles, splits): as many
+    ranges as the idle SMs allow, at most TAIL_MAX_SPLITS, ranges of TAIL_MIN_STEPS K steps
+    or more and none empty; whole tiles at whole waves, under one wave, from TAIL_MAX_WAVES
+    waves, or where fewer than two ranges fit."""
+    split = mm_module.tail_split
+    assert split(144, 256, 132) == (12, 11)
+    assert split(160, 128, 132) == (28, 4)
+    assert split(133, 1000, 132) == (1, mm_module.TAIL_MAX_SPLITS)
+    assert split(136, 8, 132) == (0, 1)  # one K step a range: not split
+    assert split(136, 16, 132) == (4, 2)
+    assert split(264, 256, 132) == (0, 1)  # whole waves
+    assert split(131, 256, 132) == (0, 1)  # under one wave
+    assert split(4 * 132 + 5, 256, 132) == (0, 1)  # four waves
+    assert split(4 * 132 - 5, 256, 132) == (0, 1)  # 127 tail tiles: one range each
+    assert split(200, 256, 132) == (0, 1)  # 68 tail tiles: one range each
+    for tiles in range(133, 4 * 132):
+        for k_tiles in (8, 17, 100, 786):
+            tail, splits = split(tiles, k_tiles, 132)
+            if tail:
+                per = -(-k_tiles // splits)
+                assert 2 <= splits <= mm_module.TAIL_MAX_SPLITS and tail * splits <= 132
+                assert (splits - 1) * per < k_tiles and per >= mm_module.TAIL_MIN_STEPS, (tiles, k_tiles)
+
+
+@pytest.mark.parametrize(("m", "n", "k", "epilogue", "layout"), [
+    (200, 100, 300, None, "ab"), (100, 130, 300, "bias_gelu", "a.T"), (97, 130, 265, "residual", "b.T"),
+    (40, 320, 500, "bias", "ab"), (300, 64, 260, None, "both"), (150, 60, 300, "bias_gelu", "ab"),
+])  # fmt: skip
+def test_split_tail_matches_float64_and_repeats_bit_for_bit(m, n, k, epilogue, layout, monkeypatch) -> None:
+    """With 9 "SMs" (and the interpreter's 32x32x32 tiles), the persistent kernel's partial
+    last wave is split along K (tail_split's plan, asserted), summed from fp32 partials: the
+    result matches float64 for every epilogue and operand layout, a second call gives the
+    same bits, the tile counters are back at zero, and the whole-tile kernel agrees within
+    the tolerance."""
+    monkeypatch.setattr(mm_module, "sm_count", lambda device: 9)
+    monkeypatch.setattr(mm_module, "TAIL_MIN_STEPS", 1)  # the tests' K spans a few 32-deep steps
+    monkeypatch.setattr(mm_module, "_PREPARED", {})
+    key = ("tail", m, n, k, epilogue, layout)
+    a_t, b_t = layout in ("a.T", "both"), layout in ("b.T", "both")
+    a = randn((k, m), torch.float16, (key, "a")).T if a_t else randn((m, k), torch.float16, (key, "a"))
+    b = randn((n, k), torch.float16, (key, "b")).T if b_t else randn((k, n), torch.float16, (key, "b"))
+    kw = extras(epilogue, m, n, torch.float16, key)
+    tiles = -(-m // 32) * -(-n // 32)
+    tail, splits = mm_module.tail_split(tiles, -(-k // 32), 9)
+    assert tail and splits >= 2, (tiles, tail, splits)
+    spy = LaunchSpy(monkeypatch)
+    c = matmul(a, b, variant="persistent", epilogue=epilogue, **kw)
+    assert [persistent_const(consts, "SPLIT_TAIL") for name, _, consts in spy.launches
+            if name == "_mm_persistent_kernel"] == [True]  # fmt: skip
+    assert_close(c, reference(a, b, epilogue, **kw), torch.float16, key)
+    assert torch.equal(matmul(a, b, variant="persistent", epilogue=epilogue, **kw), c)
+    assert not mm_module._COUNTERS[(-1, 0)].any(), "a tile counter was left set"
+    monkeypatch.setattr(mm_module, "tail_split", lambda *args: (0, 1))
+    monkeypatch.setattr(mm_module, "_PREPARED", {})
+    assert_close(matmul(a, b, variant="persistent", epilogue=epilogue, **kw), reference(a, b, epilogue, **kw),
+                 torch.float16, (key, "whole"))  # fmt: skip
+
+
 def test_tf32_default_tiles_follow_the_probe(monkeypatch) -> None:
     """TF32 runs 256x128x32 where there are at least half as many of its tiles as SMs, and
     128x128x64 below that; IEEE fp32 keeps the FMA tile; 16-bit operands their own."""
@@ -1050,7 +1111,11 @@ def test_ws_default_dispatch(monkeypatch) -> None:
     assert default_variant(2176, 2048, 512, dev, torch.bfloat16) == "warp_specialized"  # 136 tiles / 272 of 128x128
     assert default_variant(2176, 2048, 512, dev, torch.bfloat16, tma=False) == "persistent"
     assert default_variant(8192, 768, 50257, dev, torch.bfloat16) == "warp_specialized"  # the LM head's dA: 192 / 384
-    assert default_variant(6144, 768, 16384, dev, torch.bfloat16) == "warp_specialized"  # 144 / 288
+    # ... unless the persistent kernel's partial wave splits along K at least 4 ways
+    assert default_variant(6144, 768, 16384, dev, torch.bfloat16) == "persistent"  # 12 tail tiles, 11 ways
+    assert default_variant(2560, 2048, 8192, dev, torch.bfloat16) == "persistent"  # 28 tail tiles, 4 ways
+    assert default_variant(5376, 1024, 11264, dev, torch.bfloat16) == "warp_specialized"  # 36, 3 ways: 168 / 336
+    assert default_variant(1536, 4096, 8192, dev, torch.bfloat16) == "warp_specialized"  # 60, 2 ways: 192 / 384
     assert default_variant(2560, 2560, 2560, dev, torch.float16) == "persistent"  # 200 / 400: both 76% full
     assert default_variant(2048, 4096, 2048, dev, torch.bfloat16) == "persistent"  # 256 / 512: both 97% full
     assert default_variant(4096, 1024, 32768, dev, torch.bfloat16) == "autotuned"  # 128 tiles: under a wave
@@ -1088,7 +1153,7 @@ def probe(name, a, b, spills=False, **kw):
     (m, k), n = a.shape, b.shape[1]
     args = dict(pre=None, bias=None, residual=None, epilogue=None, precision=None, config=None) | kw
     out = torch.empty(m, n, dtype=a.dtype)
-    kernel, _, _, _, consts, warps, _, _ = mm._prepare(a, b, out, variant="warp_specialized", index=-1, **args)
+    kernel, _, _, _, consts, warps, _, _, _ = mm._prepare(a, b, out, variant="warp_specialized", index=-1, **args)
     ty = "*bf16" if a.dtype == torch.bfloat16 else "*fp16"
     named = dict(zip(kernel.const_names, consts))
     ints = {i: "i32" if i in "MNK" else "i64" for i in INTS}  # the kernel's annotations
@@ -1163,10 +1228,11 @@ def probe(name, a, b, **kw):
     (m, k), n = a.shape, b.shape[1]
     args = dict(pre=None, bias=None, residual=None, epilogue=None, precision=None, config=None) | kw
     out = torch.empty(m, n, dtype=a.dtype)
-    kernel, _, _, _, consts, warps, stages, _ = mm._prepare(a, b, out, variant="persistent", index=-1, **args)
+    kernel, _, _, _, consts, warps, stages, _, _ = mm._prepare(a, b, out, variant="persistent", index=-1, **args)
     named = dict(zip(kernel.const_names, consts))
-    sig = {p.name: "constexpr" if p.name in named else "*bf16" if p.name in PTRS else "i64" for p in kernel.fn.params}
-    attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(PTRS))}
+    ptrs = {**{p: "*bf16" for p in PTRS}, "part_ptr": "*fp32", "count_ptr": "*i32"}
+    sig = {p.name: "constexpr" if p.name in named else ptrs.get(p.name, "i64") for p in kernel.fn.params}
+    attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(ptrs))}
     k = triton.compile(ASTSource(fn=kernel.fn, signature=sig, constexprs=named, attrs=attrs),
                        target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages})
     ptx = k.asm["ptx"]
@@ -1176,7 +1242,7 @@ def probe(name, a, b, **kw):
         done = subprocess.run([get_ptxas(90).path, "-arch=sm_90a", "-v", f.name, "-o", "/dev/null"],
                               capture_output=True, text=True)
     print(json.dumps({"name": name, "wgmma": ptx.count("wgmma.mma_async"), "c_i32": named["C_I32"],
-                      "tma": named["USE_TMA"], "ptxas": done.stderr}), flush=True)
+                      "tma": named["USE_TMA"], "split_tail": named["SPLIT_TAIL"], "ptxas": done.stderr}), flush=True)
 
 bf = torch.bfloat16  # the weight as tma_copy lays it out: rows padded to 50264
 probe("odd N", torch.empty(8192, 768, dtype=bf), torch.empty(768, 50264, dtype=bf)[:, :50257])
@@ -1187,6 +1253,7 @@ probe("odd N bias", torch.empty(8192, 768, dtype=bf), torch.empty(768, 50264, dt
 probe("odd N residual", torch.empty(8192, 768, dtype=bf), torch.empty(768, 50264, dtype=bf)[:, :50257],
       epilogue="residual", residual=torch.empty(8192, 50257, dtype=bf))
 probe("aligned", torch.empty(4096, 4096, dtype=bf), torch.empty(4096, 4096, dtype=bf))
+probe("split tail", torch.empty(6144, 16384, dtype=bf), torch.empty(16384, 768, dtype=bf))  # 144 tiles: 12 split
 """
 
 
@@ -1195,13 +1262,16 @@ def test_persistent_kernel_at_an_odd_n_compiles_without_spills() -> None:
     copy, the output stored element by element) compiled for sm_90 with the host's constexprs,
     every epilogue: wgmma, 32-bit output offsets and no register spill (with 64-bit offsets
     the plain product spilled 74 registers on the H200, and bias + GELU 1160 bytes in ptxas
-    until its tile was stored in row parts)."""
+    until its tile was stored in row parts).  Also the plain product with its partial last
+    wave split along K (the split tail's second main loop and its sum of slots: no spill
+    either; 16 rows of four slots at a time, where 32 rows spilled 112 bytes)."""
     reports = codegen_reports(_PERSISTENT_CODEGEN_PROBE)
-    assert len(reports) == 5
+    assert len(reports) == 6
     for r in reports.values():
         assert r["wgmma"] > 0 and r["tma"], r
         assert "0 bytes spill stores" in r["ptxas"] and "0 bytes spill loads" in r["ptxas"], r["ptxas"]
     assert reports["odd N"]["c_i32"] and not reports["aligned"]["c_i32"]
+    assert reports["split tail"]["split_tail"] and not reports["aligned"]["split_tail"]
 
 
 _PAD_COPY_CODEGEN_PROBE = r"""

@@ -539,3 +539,80 @@ def test_tma_copy_at_real_size(which) -> None:
     got = mm_module.tma_copy(src)
     assert torch.equal(got, src) and got.data_ptr() % 16 == 0
     assert (got.stride(0) if got.stride(1) == 1 else got.stride(1)) * 2 % 16 == 0
+
+
+# The persistent kernel's partial last wave split along K (kernels.matmul.tail_split): 12 tail
+# tiles in 11 ranges, 28 in 4, an odd N (36 in 3), a K tail (129 steps in 11 ranges).
+TAIL_SHAPES = [(3072, 1536, 8192), (2560, 2048, 8192), (3072, 1545, 8192), (3072, 1536, 8200)]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not is_hopper(), reason="the split tail's plan is for 132 SMs")
+@pytest.mark.parametrize("layout", ["a b", "a bT", "aT b"])
+@pytest.mark.parametrize("epilogue", [None, "bias_gelu", "residual"])
+@pytest.mark.parametrize("shape", TAIL_SHAPES, ids=str)
+def test_split_tail_at_real_size(shape, epilogue, layout) -> None:
+    """Against float64, in every epilogue and with transposed operands, and the same bits on
+    every call (the partials are summed in range order by whichever programs sum them)."""
+    m, n, k = shape
+    sms = mm_module.sm_count(torch.device("cuda"))
+    tail, splits = mm_module.tail_split(-(-m // 128) * -(-n // 256), -(-k // 64), sms)
+    assert tail and splits >= 2
+    a = randn((k, m), torch.bfloat16, 160).T if layout.startswith("aT") else randn((m, k), torch.bfloat16, 160)
+    b = randn((n, k), torch.bfloat16, 161).T if layout.endswith("bT") else randn((k, n), torch.bfloat16, 161)
+    kw = {"bias": randn((n,), torch.bfloat16, 162)} if epilogue == "bias_gelu" else {}
+    kw = {"residual": randn((m, n), torch.bfloat16, 163)} if epilogue == "residual" else kw
+    c = matmul(a, b, variant="persistent", epilogue=epilogue, **kw)
+    assert_close(c, reference(a, b, epilogue, **kw), torch.bfloat16, (shape, epilogue, layout))
+    for _ in range(3):
+        assert torch.equal(matmul(a, b, variant="persistent", epilogue=epilogue, **kw), c)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not is_hopper(), reason="the split tail's plan is for 132 SMs")
+def test_split_tail_by_default_in_training_step() -> None:
+    """The default runs the split tail at 6144x768x16384 (144 tiles: 12 in 11 ranges) and the
+    training step's three products agree with float64."""
+    m, n, k = 3072, 1536, 8192
+    assert default_variant(6144, 768, 16384, torch.device("cuda")) == "persistent"
+    a = randn((m, k), torch.bfloat16, 170, 0.5).requires_grad_()
+    b = randn((k, n), torch.bfloat16, 171, 0.5).requires_grad_()
+    bias = randn((n,), torch.bfloat16, 172).requires_grad_()
+    out = matmul(a, b, epilogue="bias_gelu", bias=bias)
+    dy = randn((m, n), torch.bfloat16, 173)
+    out.backward(dy)
+    a64, b64, bias64 = (t.detach().double().requires_grad_() for t in (a, b, bias))
+    ref = F.gelu(a64 @ b64 + bias64, approximate="tanh")
+    ref.backward(dy.double())
+    assert_close(out, ref, torch.bfloat16, "forward")
+    assert_close(a.grad, a64.grad, torch.bfloat16, "dA")
+    assert_close(b.grad, b64.grad, torch.bfloat16, "dB")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not is_hopper(), reason="the split tail's plan is for 132 SMs")
+def test_split_tail_in_a_cuda_graph_and_on_two_streams() -> None:
+    """A captured call replays the product (its tile counters a zeroed tensor of the graph's
+    own), and calls on two streams at once, each with its own counters, both match one call."""
+    a = randn((3072, 8192), torch.bfloat16, 180)
+    b = randn((8192, 1536), torch.bfloat16, 181)
+    want = matmul(a, b, variant="persistent")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        matmul(a, b, variant="persistent")
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        got = matmul(a, b, variant="persistent")
+    for _ in range(3):
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(got, want)
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    for s in streams:
+        s.wait_stream(torch.cuda.current_stream())
+    outs: list[list[torch.Tensor]] = [[], []]
+    for _ in range(8):
+        for i, s in enumerate(streams):
+            with torch.cuda.stream(s):
+                outs[i].append(matmul(a, b, variant="persistent"))
+    torch.cuda.synchronize()
+    assert all(torch.equal(o, want) for group in outs for o in group)

@@ -108,13 +108,21 @@ TUNED_ON = [(1536, 1536, 1536), (3072, 3072, 3072), (2000, 5120, 5120), (4096, 1
 # 2026-12-04 before the last-wave rule (notes/probe_waves.py, which does not time them) ran on
 # any of it: 2304x2048x6144 (144 persistent tiles, 288 of the warp-specialized kernel),
 # 1792x3584x8192 (196 and 392) and 5120x1280x5120 (200 and 400: last waves equally full).
+# An eighth, the split tail (kernels.matmul.tail_split), chosen on 2026-12-04 after the
+# probe's shapes (notes/probe_stream_k.py, which times none of them) set its constants and
+# before it ran on any of these: 7040x768x14336 (165 tiles: 33 in the partial wave, split 4
+# ways), 2688x1792x7168 (15, 8 ways), 3840x1280x9728 (18, 7 ways), and either side of the
+# dispatch's bound of 4: 4352x1280x12288 (3 ways) and 2944x2048x9216 (2 ways).  The seventh
+# set's 2304x2048x6144, where cuBLAS ran 1.46x ahead, is why the split tail was built.
 HELD_OUT = [(2560, 2560, 2560), (6144, 6144, 2048), (3000, 7168, 3000), (12288, 1536, 1536),
             (4096, 32001, 1024), (48, 5120, 13824), (8, 8192, 28672),
             (24, 3584, 18944), (100, 7168, 18432), (2, 2560, 9728), (16, 9216, 8192),
             (40, 3072, 5120), (8, 6144, 3072), (120, 1536, 6144),
             (2048, 100277, 2048), (4096, 4096, 4100), (3001, 4001, 5001),
             (6144, 49999, 1536), (1024, 151655, 896), (16384, 12289, 3072),
-            (2304, 2048, 6144), (1792, 3584, 8192), (5120, 1280, 5120)]  # fmt: skip
+            (2304, 2048, 6144), (1792, 3584, 8192), (5120, 1280, 5120),
+            (7040, 768, 14336), (2688, 1792, 7168), (3840, 1280, 9728), (4352, 1280, 12288),
+            (2944, 2048, 9216)]  # fmt: skip
 EPILOGUES = {"mm_bias": "bias", "mm_bias_gelu": "bias_gelu", "mm_residual": "residual"}  # op -> our epilogue
 QUICK = {
     ("fwd", "bf16"): [(127, 255, 65), (4096, 4096, 4096), (8192, 8192, 8192), (16, 4096, 4096)],
