@@ -1116,6 +1116,8 @@ def test_ws_default_dispatch(monkeypatch) -> None:
     assert default_variant(2560, 2048, 8192, dev, torch.bfloat16) == "persistent"  # 28 tail tiles, 4 ways
     assert default_variant(5376, 1024, 11264, dev, torch.bfloat16) == "warp_specialized"  # 36, 3 ways: 168 / 336
     assert default_variant(1536, 4096, 8192, dev, torch.bfloat16) == "warp_specialized"  # 60, 2 ways: 192 / 384
+    assert default_variant(6144, 767, 16384, dev, torch.bfloat16) == "persistent"  # an odd N, plain: split
+    assert default_variant(6144, 767, 16384, dev, torch.bfloat16, "bias") == "warp_specialized"  # with an epilogue: not
     assert default_variant(2560, 2560, 2560, dev, torch.float16) == "persistent"  # 200 / 400: both 76% full
     assert default_variant(2048, 4096, 2048, dev, torch.bfloat16) == "persistent"  # 256 / 512: both 97% full
     assert default_variant(4096, 1024, 32768, dev, torch.bfloat16) == "autotuned"  # 128 tiles: under a wave
