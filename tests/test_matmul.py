@@ -1031,15 +1031,17 @@ def test_tail_split_plan() -> None:
 
 
 @pytest.mark.parametrize(("m", "n", "k", "epilogue", "layout"), [
-    (200, 100, 300, None, "ab"), (100, 130, 300, "bias_gelu", "a.T"), (97, 130, 265, "residual", "b.T"),
-    (40, 320, 500, "bias", "ab"), (300, 64, 260, None, "both"), (150, 60, 300, "bias_gelu", "ab"),
+    (200, 100, 300, None, "ab"), (100, 160, 300, "bias_gelu", "a.T"), (97, 160, 265, "residual", "b.T"),
+    (40, 320, 500, "bias", "ab"), (300, 64, 260, None, "both"), (150, 64, 300, "bias_gelu", "ab"),
+    (97, 130, 265, "residual", "b.T"),
 ])  # fmt: skip
 def test_split_tail_matches_float64_and_repeats_bit_for_bit(m, n, k, epilogue, layout, monkeypatch) -> None:
     """With 9 "SMs" (and the interpreter's 32x32x32 tiles), the persistent kernel's partial
     last wave is split along K (tail_split's plan, asserted), summed from fp32 partials: the
     result matches float64 for every epilogue and operand layout, a second call gives the
     same bits, the tile counters are back at zero, and the whole-tile kernel agrees within
-    the tolerance."""
+    the tolerance.  An odd N (rows not 16-byte vectors) splits the plain product only (with
+    an epilogue the sum of slots needs more shared memory than sm_90 gives a program)."""
     monkeypatch.setattr(mm_module, "sm_count", lambda device: 9)
     monkeypatch.setattr(mm_module, "TAIL_MIN_STEPS", 1)  # the tests' K spans a few 32-deep steps
     monkeypatch.setattr(mm_module, "_PREPARED", {})
@@ -1054,7 +1056,7 @@ def test_split_tail_matches_float64_and_repeats_bit_for_bit(m, n, k, epilogue, l
     spy = LaunchSpy(monkeypatch)
     c = matmul(a, b, variant="persistent", epilogue=epilogue, **kw)
     assert [persistent_const(consts, "SPLIT_TAIL") for name, _, consts in spy.launches
-            if name == "_mm_persistent_kernel"] == [True]  # fmt: skip
+            if name == "_mm_persistent_kernel"] == [n % 8 == 0 or epilogue is None]  # fmt: skip
     assert_close(c, reference(a, b, epilogue, **kw), torch.float16, key)
     assert torch.equal(matmul(a, b, variant="persistent", epilogue=epilogue, **kw), c)
     assert not mm_module._COUNTERS[(-1, 0)].any(), "a tile counter was left set"
