@@ -1303,8 +1303,12 @@ def _prepare(
         scratch = _tail_buffers(out, index, plan)
         consts = (a_lay, b_lay, r_lay, a_vec, b_vec, m_vec, c_vec, r_vec, k_vec, even_k, code, store_pre, prec,
                   *tile, sms, use_tma, reg, c_i32, tail > 0)  # fmt: skip
+        # An output whose rows are not 16-byte vectors, with an epilogue: the epilogue's layout
+        # conversions take 96 KB of shared memory beside the 3-stage ring (278,552 bytes for
+        # sm_90, over the 232,448 a program may use: every such launch failed); 2 stages fit.
+        stages = cfg.num_stages if c_vec > 1 or not code or config is not None else min(cfg.num_stages, 2)
         return (_PERSISTENT, _launch_key(index, (*tensors, *scratch)), (min(sms, tiles), 1, 1),
-                (*tensors, *scratch, m, n, k, *strides, tail, splits), consts, cfg.num_warps, cfg.num_stages,
+                (*tensors, *scratch, m, n, k, *strides, tail, splits), consts, cfg.num_warps, stages,
                 use_tma, plan)  # fmt: skip
     # split_k: a workspace per call and two kernels (_split_launch).  In this tuple's slots:
     # the launch key holds both kernels' keys (the workspace is always 16-byte aligned), the
