@@ -698,17 +698,23 @@ PERSISTENT_MIN_WAVES = 1
 WS_MIN_WAVES = 4  # warp_specialized from this many 128x128 tiles per SM (two consumers a program)
 # The persistent kernel's partial last wave split along K (tail_split): below TAIL_MAX_WAVES
 # waves of its tiles, into at most TAIL_MAX_SPLITS ranges of at least TAIL_MIN_STEPS K steps;
-# the dispatch prefers it to the warp-specialized kernel from TAIL_MIN_SPLITS ranges a tile.
+# the dispatch prefers it to the warp-specialized kernel from TAIL_MIN_SPLITS ranges a tile,
+# and from one fewer where K has at least TAIL_DEEP_K_TILES steps.
 # notes/2026-12-04d-probe-stream-k-aed534c.log (warm, µs, split tail / whole tiles / the
 # warp-specialized kernel / cuBLAS): 11 ranges 209.7 / 326.8 / 260.9 / 193.0 at
 # 6144x768x16384 and 113.6 / 175.3 / 140.3 / 98.1 at 3072x1536x8192, 4 ranges 124.4 / 171.9 /
 # 139.5 / 109.4 at 2560x2048x8192; 2 ranges 151.9 / 176.4 / 142.5 at 1536x4096x8192 and 81.0 /
 # 89.7 / 73.4 at 2048x3072x4096 (the warp-specialized kernel ahead); 8 ranges of one K step
-# at 2176x2048x512 23.7 / 18.8 / 15.9.
+# at 2176x2048x512 23.7 / 18.8 / 15.9.  Three ranges (notes/2026-12-04d-probe-tail-bound-0a22e1c.log,
+# after held-out set eight found the split tail 1.07x ahead at three: 4352x1280x12288, K
+# 12288): 181.7 / 190.4 at 5376x1024x11264, 139.4 / 144.3 at 5632x1024x8192 and 140.2 /
+# 143.9 at 2432x2304x8192 (split tail / the warp-specialized kernel), but 78.7 / 77.2 at
+# 2816x2048x4096 and 49.2 / 40.6 at 2816x2048x2048; two ranges 158.7 / 150.3 at 4224x1536x8192.
 TAIL_MAX_WAVES = 4
 TAIL_MAX_SPLITS = 16
 TAIL_MIN_STEPS = 8
 TAIL_MIN_SPLITS = 4
+TAIL_DEEP_K_TILES = 128
 _REDUCE_BLOCK = (32, 128)  # the split-K reduction's tile
 _GELU_BLOCK = 1024
 
@@ -811,8 +817,9 @@ def default_variant(
       ``warp_specialized`` with at least ``WS_MIN_WAVES`` waves of its 128x128 tiles; with
       at least ``PERSISTENT_MIN_WAVES`` waves of the persistent kernel's 128x256 tiles,
       ``persistent`` where its partial last wave splits along K at least ``TAIL_MIN_SPLITS``
-      ways (:func:`tail_split`), else the one of the two whose last wave is the fuller (ties:
-      ``persistent``); ``autotuned`` below that.  Both read an operand TMA cannot read from an aligned copy
+      ways (:func:`tail_split`; one fewer with at least ``TAIL_DEEP_K_TILES`` K steps),
+      else the one of the two whose last wave is the fuller (ties: ``persistent``);
+      ``autotuned`` below that.  Both read an operand TMA cannot read from an aligned copy
       (:func:`tma_copy`).
     - ``autotuned`` otherwise; ``fixed`` under the interpreter (the autotuner has nothing to
       time there).
@@ -858,9 +865,11 @@ def default_variant(
         return "warp_specialized"
     if tiles >= PERSISTENT_MIN_WAVES * sms:
         # Between one wave and four: the persistent kernel where its partial last wave splits
-        # along K at least TAIL_MIN_SPLITS ways, else the kernel whose last wave is the fuller.
-        split = n % 8 == 0 or epilogue is None  # (an odd N with an epilogue runs whole tiles: _prepare)
-        if split and tail_split(tiles, cdiv(k, PERSISTENT_CONFIG.block_k), sms)[1] >= TAIL_MIN_SPLITS:
+        # along K at least TAIL_MIN_SPLITS ways (one fewer at a deep K), else the kernel whose
+        # last wave is the fuller.  (An odd N with an epilogue runs whole tiles: _prepare.)
+        k_tiles = cdiv(k, PERSISTENT_CONFIG.block_k)
+        least = TAIL_MIN_SPLITS - (k_tiles >= TAIL_DEEP_K_TILES)
+        if (n % 8 == 0 or epilogue is None) and tail_split(tiles, k_tiles, sms)[1] >= least:
             return "persistent"
         if tma and ws_tiles / (cdiv(ws_tiles, sms) * sms) > tiles / (cdiv(tiles, sms) * sms):
             return "warp_specialized"

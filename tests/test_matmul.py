@@ -1116,7 +1116,8 @@ def test_ws_default_dispatch(monkeypatch) -> None:
     # ... unless the persistent kernel's partial wave splits along K at least 4 ways
     assert default_variant(6144, 768, 16384, dev, torch.bfloat16) == "persistent"  # 12 tail tiles, 11 ways
     assert default_variant(2560, 2048, 8192, dev, torch.bfloat16) == "persistent"  # 28 tail tiles, 4 ways
-    assert default_variant(5376, 1024, 11264, dev, torch.bfloat16) == "warp_specialized"  # 36, 3 ways: 168 / 336
+    assert default_variant(5376, 1024, 11264, dev, torch.bfloat16) == "persistent"  # 36, 3 ways at a deep K ...
+    assert default_variant(2816, 2048, 4096, dev, torch.bfloat16) == "warp_specialized"  # ... not at 64 steps
     assert default_variant(1536, 4096, 8192, dev, torch.bfloat16) == "warp_specialized"  # 60, 2 ways: 192 / 384
     assert default_variant(6144, 767, 16384, dev, torch.bfloat16) == "persistent"  # an odd N, plain: split
     assert default_variant(6144, 767, 16384, dev, torch.bfloat16, "bias") == "warp_specialized"  # with an epilogue: not
