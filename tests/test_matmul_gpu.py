@@ -618,3 +618,21 @@ def test_split_tail_in_a_cuda_graph_and_on_two_streams() -> None:
                 outs[i].append(matmul(a, b, variant="persistent"))
     torch.cuda.synchronize()
     assert all(torch.equal(o, want) for group in outs for o in group)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not is_hopper(), reason="the split tail's plan is for 132 SMs")
+@pytest.mark.parametrize("precision", ["tf32", "ieee"])
+@pytest.mark.parametrize("layout", ["a b", "a bT"])
+def test_split_tail_in_fp32(precision, layout) -> None:
+    """float32 through the persistent kernel with a split tail: TF32's 256x128 tiles (144 at
+    3072x1536: 12 in 11 ranges; the accumulator transposed where b is read into registers)
+    and IEEE's 128x128 (288: 24 in 5 ranges), against float64."""
+    m, n, k = 3072, 1536, 8192
+    a = randn((m, k), torch.float32, 190)
+    b = randn((n, k), torch.float32, 191).T if layout.endswith("bT") else randn((k, n), torch.float32, 191)
+    c = matmul(a, b, variant="persistent", precision=precision)
+    ref = reference(a, b)
+    rel = float(torch.linalg.vector_norm(c.double() - ref) / torch.linalg.vector_norm(ref))
+    # test_fp32_tf32_and_ieee's bounds: TF32 within 2e-3 and above IEEE's error, IEEE within 1e-5
+    assert (1e-6 < rel <= 2e-3) if precision == "tf32" else rel <= 1e-5, (precision, layout, rel)
+    assert torch.equal(matmul(a, b, variant="persistent", precision=precision), c)
