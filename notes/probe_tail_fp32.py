@@ -37,13 +37,13 @@ def main() -> None:
             replays, errors = {}, {}
             for name, how in (("whole tiles", ""), ("split tail", "tail")):
                 base.plan(how)
-                fn = lambda p=precision: base.km.matmul(a, b, variant="persistent", precision=p)
+                fn = lambda p=precision, a=a, b=b: base.km.matmul(a, b, variant="persistent", precision=p)
                 out = fn()
                 errors[name] = float(torch.linalg.vector_norm(out - ref) / torch.linalg.vector_norm(ref))
                 replays[name] = base.graphed(fn)
             base.plan("")
             torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
-            replays["cublas"] = base.graphed(lambda: torch.mm(a, b))
+            replays["cublas"] = base.graphed(lambda a=a, b=b: torch.mm(a, b))
             times: dict[str, list[float]] = {x: [] for x in replays}
             for _ in range(base.ROUNDS):
                 order = list(replays)
