@@ -429,10 +429,14 @@ def _mm_persistent_kernel(
     programs at different K on tiles that share a strip; at the LM head's dA it read the
     weight from DRAM once a program and ran 5% behind whole tiles,
     notes/2026-12-04d-probe-stream-k-0eeb4de.log.)  Each range's fp32 partial goes to the
-    program's slot of ``part_ptr`` (BLOCK_M x BLOCK_N); the program that arrives last at the
-    tile's counter (``count_ptr``: one int32 a tile, zero on entry and reset to zero by that
-    program) sums the slots in range order, then runs the epilogue: the same bits whichever
-    program arrives last, and no program waits for another."""
+    program's slot of ``part_ptr`` (BLOCK_M x BLOCK_N), then the program counts itself in at
+    the tile's counter (``count_ptr``: one int32 a tile, zero on entry and on exit).  On the
+    GPU every range's program waits until all of the tile's ranges have arrived (the launch
+    is cooperative: every program is resident, so the wait ends), then sums its share of the
+    tile's 16-row parts from every slot in range order and runs the epilogue on them; the
+    last of a second count resets the counter.  Under the interpreter, which runs programs
+    one after another, the last to arrive sums every part.  Either way the sum's order is the
+    range order: the same bits on every call."""
     num_m = tl.cdiv(M, BLOCK_M)
     num_n = tl.cdiv(N, BLOCK_N)
     num_tiles = (num_m * num_n).to(tl.int32)
@@ -697,7 +701,8 @@ PERSISTENT_MIN_MNK = 1024**3  # TF32: persistent on Hopper from M·N·K of 1024�
 PERSISTENT_MIN_WAVES = 1
 WS_MIN_WAVES = 4  # warp_specialized from this many 128x128 tiles per SM (two consumers a program)
 # The persistent kernel's partial last wave split along K (tail_split): below TAIL_MAX_WAVES
-# waves of its tiles, into at most TAIL_MAX_SPLITS ranges of at least TAIL_MIN_STEPS K steps;
+# waves of its tiles, into at most TAIL_MAX_SPLITS ranges, all but the last of at least
+# TAIL_MIN_STEPS K steps;
 # the dispatch prefers it to the warp-specialized kernel from TAIL_MIN_SPLITS ranges a tile,
 # and from one fewer where K has at least TAIL_DEEP_K_TILES steps.
 # notes/2026-12-04d-probe-stream-k-aed534c.log (warm, µs, split tail / whole tiles / the
@@ -817,8 +822,9 @@ def default_variant(
       ``warp_specialized`` with at least ``WS_MIN_WAVES`` waves of its 128x128 tiles; with
       at least ``PERSISTENT_MIN_WAVES`` waves of the persistent kernel's 128x256 tiles,
       ``persistent`` where its partial last wave splits along K at least ``TAIL_MIN_SPLITS``
-      ways (:func:`tail_split`; one fewer with at least ``TAIL_DEEP_K_TILES`` K steps),
-      else the one of the two whose last wave is the fuller (ties: ``persistent``);
+      ways (:func:`tail_split`; one fewer with at least ``TAIL_DEEP_K_TILES`` K steps; not
+      at an N that is not a multiple of 8 with an epilogue, which runs whole tiles), else the
+      one of the two whose last wave is the fuller (ties: ``persistent``);
       ``autotuned`` below that.  Both read an operand TMA cannot read from an aligned copy
       (:func:`tma_copy`).
     - ``autotuned`` otherwise; ``fixed`` under the interpreter (the autotuner has nothing to
@@ -971,11 +977,12 @@ def tail_split(tiles: int, k_tiles: int, sms: int) -> tuple[int, int]:
 
     With whole tiles the partial wave costs a whole tile-time: 144 tiles on 132 SMs take two
     for 1.09 tiles of work each.  Split into ``sms // (tiles % sms)`` ranges (at most
-    ``TAIL_MAX_SPLITS`` and one step a range), it costs ``1 / splits`` of one, plus an fp32
-    partial per range written and read back, and summed by the ranges' programs together.
-    Used from one wave up, below ``TAIL_MAX_WAVES`` waves (beyond, the partial wave is a small
-    part of the time), with at least two splits of at least ``TAIL_MIN_STEPS`` steps each
-    (the constants' comment gives the probe).  Raises nothing; ``tiles``, ``k_tiles`` and
+    ``TAIL_MAX_SPLITS`` and at most ``k_tiles // TAIL_MIN_STEPS``, so every range but the last
+    has at least ``TAIL_MIN_STEPS`` steps; then as few as keep the same range length, so none
+    is empty), it costs ``1 / splits`` of one, plus an fp32 partial per range written and
+    read back, and summed by the ranges' programs together.  Used from one wave up, below
+    ``TAIL_MAX_WAVES`` waves (beyond, the partial wave is a small part of the time), with at
+    least two splits (the constants' comment gives the probe).  Raises nothing; ``tiles``, ``k_tiles`` and
     ``sms`` are positive."""
     tail = tiles % sms
     if tiles < sms or tail == 0 or tiles >= TAIL_MAX_WAVES * sms:
@@ -1304,9 +1311,10 @@ def _prepare(
         # 32-bit output offsets where the output's rows are not 16-byte vectors (_finish says why)
         # and every offset a tile computes, its masked rows included, fits
         c_i32 = c_vec == 1 and (m + cfg.block_m) * n < 2**31
-        # Not at an output whose rows are not 16-byte vectors with an epilogue: the tail's
-        # sum of slots then needs 278,552 bytes of shared memory (sm_90), over the 232,448 a
-        # program may use (tests/test_matmul_gpu.py, 3072x1545x8192).
+        # Not at an output whose rows are not 16-byte vectors with an epilogue: compiled for
+        # sm_90 with 3 stages the split-tail kernel asked for 278,552 bytes of shared memory
+        # there too, over the 232,448 a program may use; with the 2 stages below it was not
+        # timed or tested, so such tiles run whole.
         tail, splits = tail_split(tiles, cdiv(k, cfg.block_k), sms) if c_vec > 1 or not code else (0, 1)
         plan = (tail * splits * cfg.block_m * cfg.block_n, tail) if tail else None
         scratch = _tail_buffers(out, index, plan)

@@ -541,6 +541,12 @@ def test_tma_copy_at_real_size(which) -> None:
     assert (got.stride(0) if got.stride(1) == 1 else got.stride(1)) * 2 % 16 == 0
 
 
+def tail_plans() -> list:
+    """The split-tail plans (None: whole tiles) of the persistent launches prepared since
+    ``_PREPARED`` was last emptied."""
+    return [entry[-1] for entry in mm_module._PREPARED.values() if entry[0] is mm_module._PERSISTENT]
+
+
 # The persistent kernel's partial last wave split along K (kernels.matmul.tail_split): 12 tail
 # tiles in 11 ranges, 28 in 4, an odd N (36 in 3), a K tail (129 steps in 11 ranges).
 TAIL_SHAPES = [(3072, 1536, 8192), (2560, 2048, 8192), (3072, 1545, 8192), (3072, 1536, 8200)]
@@ -550,7 +556,7 @@ TAIL_SHAPES = [(3072, 1536, 8192), (2560, 2048, 8192), (3072, 1545, 8192), (3072
 @pytest.mark.parametrize("layout", ["a b", "a bT", "aT b"])
 @pytest.mark.parametrize("epilogue", [None, "bias_gelu", "residual"])
 @pytest.mark.parametrize("shape", TAIL_SHAPES, ids=str)
-def test_split_tail_at_real_size(shape, epilogue, layout) -> None:
+def test_split_tail_at_real_size(shape, epilogue, layout, monkeypatch) -> None:
     """Against float64, in every epilogue and with transposed operands, and the same bits on
     every call (the partials are summed in range order by whichever programs sum them).  At
     the odd N with an epilogue the tiles run whole (the split tail's sum would need more
@@ -563,22 +569,28 @@ def test_split_tail_at_real_size(shape, epilogue, layout) -> None:
     b = randn((n, k), torch.bfloat16, 161).T if layout.endswith("bT") else randn((k, n), torch.bfloat16, 161)
     kw = {"bias": randn((n,), torch.bfloat16, 162)} if epilogue == "bias_gelu" else {}
     kw = {"residual": randn((m, n), torch.bfloat16, 163)} if epilogue == "residual" else kw
+    monkeypatch.setattr(mm_module, "_PREPARED", {})
     c = matmul(a, b, variant="persistent", epilogue=epilogue, **kw)
+    whole = n % 8 != 0 and epilogue is not None
+    assert tail_plans() == [None if whole else (tail * splits * 128 * 256, tail)]
     assert_close(c, reference(a, b, epilogue, **kw), torch.bfloat16, (shape, epilogue, layout))
     for _ in range(3):
         assert torch.equal(matmul(a, b, variant="persistent", epilogue=epilogue, **kw), c)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not is_hopper(), reason="the split tail's plan is for 132 SMs")
-def test_split_tail_by_default_in_training_step() -> None:
-    """The default runs the split tail at 6144x768x16384 (144 tiles: 12 in 11 ranges) and the
+def test_split_tail_by_default_in_training_step(monkeypatch) -> None:
+    """The default runs the split tail in the forward of 3072x1536x8192 (144 tiles: 12 in 11
+    ranges; its dA and dB have four waves of the warp-specialized kernel's tiles) and the
     training step's three products agree with float64."""
     m, n, k = 3072, 1536, 8192
-    assert default_variant(6144, 768, 16384, torch.device("cuda")) == "persistent"
+    assert default_variant(m, n, k, torch.device("cuda")) == "persistent"
+    monkeypatch.setattr(mm_module, "_PREPARED", {})
     a = randn((m, k), torch.bfloat16, 170, 0.5).requires_grad_()
     b = randn((k, n), torch.bfloat16, 171, 0.5).requires_grad_()
     bias = randn((n,), torch.bfloat16, 172).requires_grad_()
     out = matmul(a, b, epilogue="bias_gelu", bias=bias)
+    assert tail_plans() == [(12 * 11 * 128 * 256, 12)]
     dy = randn((m, n), torch.bfloat16, 173)
     out.backward(dy)
     a64, b64, bias64 = (t.detach().double().requires_grad_() for t in (a, b, bias))
@@ -602,8 +614,10 @@ def test_split_tail_in_a_cuda_graph_and_on_two_streams() -> None:
         matmul(a, b, variant="persistent")
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
+    cached = set(mm_module._COUNTERS)
     with torch.cuda.graph(graph):
         got = matmul(a, b, variant="persistent")
+    assert set(mm_module._COUNTERS) == cached, "a capture must not cache counters its graph owns"
     for _ in range(3):
         graph.replay()
         torch.cuda.synchronize()
@@ -618,19 +632,24 @@ def test_split_tail_in_a_cuda_graph_and_on_two_streams() -> None:
                 outs[i].append(matmul(a, b, variant="persistent"))
     torch.cuda.synchronize()
     assert all(torch.equal(o, want) for group in outs for o in group)
+    index = torch.cuda.current_device()
+    for s in streams:  # each stream its own counters, every one back at zero
+        assert not mm_module._COUNTERS[(index, s.cuda_stream)].any()
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not is_hopper(), reason="the split tail's plan is for 132 SMs")
 @pytest.mark.parametrize("precision", ["tf32", "ieee"])
 @pytest.mark.parametrize("layout", ["a b", "a bT"])
-def test_split_tail_in_fp32(precision, layout) -> None:
+def test_split_tail_in_fp32(precision, layout, monkeypatch) -> None:
     """float32 through the persistent kernel with a split tail: TF32's 256x128 tiles (144 at
     3072x1536: 12 in 11 ranges; the accumulator transposed where b is read into registers)
     and IEEE's 128x128 (288: 24 in 5 ranges), against float64."""
     m, n, k = 3072, 1536, 8192
     a = randn((m, k), torch.float32, 190)
     b = randn((n, k), torch.float32, 191).T if layout.endswith("bT") else randn((k, n), torch.float32, 191)
+    monkeypatch.setattr(mm_module, "_PREPARED", {})
     c = matmul(a, b, variant="persistent", precision=precision)
+    assert tail_plans() == ([(12 * 11 * 256 * 128, 12)] if precision == "tf32" else [(24 * 5 * 128 * 128, 24)])
     ref = reference(a, b)
     rel = float(torch.linalg.vector_norm(c.double() - ref) / torch.linalg.vector_norm(ref))
     # test_fp32_tf32_and_ieee's bounds: TF32 within 2e-3 and above IEEE's error, IEEE within 1e-5
