@@ -58,6 +58,23 @@ def graphed(fn: Callable[[], object]) -> Callable[[], None]:
     return g.replay
 
 
+def median_us(replays: dict[str, Callable[[], None]], rng: random.Random) -> dict[str, float]:
+    """Median µs a call of each replay over ROUNDS rounds, each round in a shuffled order (a
+    fixed order puts a clock or power drift on the same variant every round)."""
+    times: dict[str, list[float]] = {x: [] for x in replays}
+    for _ in range(ROUNDS):
+        order = list(replays)
+        rng.shuffle(order)
+        for name in order:
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            replays[name]()
+            e.record()
+            e.synchronize()
+            times[name].append(s.elapsed_time(e) * 1000 / CALLS)
+    return {x: round(statistics.median(v), 1) for x, v in times.items()}
+
+
 def plan(how: str) -> None:
     # "": whole tiles; "tail" / "tail<=4": the partial wave split along K (at most 16 / 4
     # ranges), whatever its waves; "wave" / "remainder": the contiguous stream-K ranges of the
@@ -102,22 +119,12 @@ def one(m: int, n: int, k: int, epilogue: str | None, g: torch.Generator, rng: r
     plan("")
     if epilogue is None:
         replays["cublas"] = graphed(lambda: torch.mm(a, b))
-    times: dict[str, list[float]] = {x: [] for x in replays}
-    for _ in range(ROUNDS):
-        order = list(replays)
-        rng.shuffle(order)
-        for name in order:
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            replays[name]()
-            e.record()
-            e.synchronize()
-            times[name].append(s.elapsed_time(e) * 1000 / CALLS)
+    us = median_us(replays, rng)
     tiles, k_tiles = km.cdiv(m, 128) * km.cdiv(n, 256), km.cdiv(k, 64)
     emit(shape=f"{m}x{n}x{k}", epilogue=epilogue, sms=sms, tiles=tiles, waves=round(tiles / sms, 2),
          k_tiles=k_tiles, ws_tiles=km.cdiv(m, 128) * km.cdiv(n, 128), planner=_PLANNER(tiles, k_tiles, sms),
          rel_error_vs_ws=errors, split_same_bits=same,
-         us={x: round(statistics.median(v), 1) for x, v in times.items()})  # fmt: skip
+         us=us)  # fmt: skip
 
 
 def main() -> None:

@@ -13,7 +13,6 @@ float64 (relative L2).
 from __future__ import annotations
 
 import random
-import statistics
 import sys
 
 import torch
@@ -44,20 +43,10 @@ def main() -> None:
             base.plan("")
             torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
             replays["cublas"] = base.graphed(lambda a=a, b=b: torch.mm(a, b))
-            times: dict[str, list[float]] = {x: [] for x in replays}
-            for _ in range(base.ROUNDS):
-                order = list(replays)
-                rng.shuffle(order)
-                for name in order:
-                    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    s.record()
-                    replays[name]()
-                    e.record()
-                    e.synchronize()
-                    times[name].append(s.elapsed_time(e) * 1000 / base.CALLS)
+            us = base.median_us(replays, rng)
             torch.backends.cuda.matmul.allow_tf32 = False
             base.emit(shape=f"{m}x{n}x{k}", precision=precision, rel_error=errors,
-                      us={x: round(statistics.median(v), 1) for x, v in times.items()})  # fmt: skip
+                      us=us)  # fmt: skip
 
 
 if __name__ == "__main__":
