@@ -14,7 +14,7 @@ from typing import Any
 from publish.claims import Claim, sentence
 from publish.numbers import Num, definition
 from publish.results import CaseResult
-from publish.studypage.claims import eager_flips
+from publish.studypage.claims import eager_flips, pairwise
 from publish.studypage.common import DEVICE_TIME, cases_evidence, count, l2_cell, meta_num, refusal, time_or_why
 from publish.studypage.spec import (
     BANDWIDTH,
@@ -522,23 +522,18 @@ def grouping_observation(view: StudyView) -> list[Claim]:
         return operands > int(c.run.env["gpu"]["l2_bytes"])
 
     big = sorted((c for c in cases if exceeds(c)), key=_order)
-    if not big:
-        return []
-    outcomes = [view.outcome(c, "triton-group1", "triton-group8") for c in big]
-    wins = [c for c, o in zip(big, outcomes, strict=True) if o == "win"]
-    losses = [c for c, o in zip(big, outcomes, strict=True) if o == "loss"]
-    best = max(big, key=lambda c: c.ratio("triton-group1", "triton-group8").value)  # type: ignore[union-attr]
-    text = sentence(
+    claim = pairwise(
+        view,
+        "grouping-pays-beyond-l2",
+        big,
+        "triton-group8",
+        "triton-group1",
         "Device time (graph replay): where A and B together exceed the L2, the grouped order (GROUP_M 8) was faster "
-        "than row-major order (GROUP_M 1) with the same tile in {k} of {n} cases and slower in {l}, the rest within "
+        "than row-major order (GROUP_M 1) with the same tile in {k} of {n} cases and slower in {l}, {u} within "
         "the noise; the widest gap {x} at {case}.",
-        k=Num(len(wins), "count"),
-        n=Num(len(big), "count"),
-        l=Num(len(losses), "count"),
-        x=best.speedup("triton-group8", "triton-group1"),  # type: ignore[arg-type]
-        case=best.case_id,
+        lambda wins, losses, n: wins > 0 and losses == 0,
     )
-    return [Claim("grouping-pays-beyond-l2", text, bool(wins) and not losses, evidence=cases_evidence("lost", losses))]
+    return [claim] if claim else []
 
 
 @dataclass(frozen=True)
