@@ -715,7 +715,7 @@ WS_MIN_WAVES = 4  # warp_specialized from this many 128x128 tiles per SM (two co
 # 12288): 181.7 / 190.4 at 5376x1024x11264, 139.4 / 144.3 at 5632x1024x8192 and 140.2 /
 # 143.9 at 2432x2304x8192 (split tail / the warp-specialized kernel), but 78.7 / 77.2 at
 # 2816x2048x4096 and 49.2 / 40.6 at 2816x2048x2048; two ranges 158.7 / 150.3 at 4224x1536x8192.
-TAIL_MAX_WAVES = 4
+TAIL_MAX_WAVES = 16
 TAIL_MAX_SPLITS = 16
 TAIL_MIN_STEPS = 8
 TAIL_MIN_SPLITS = 4

@@ -1018,10 +1018,11 @@ def test_tail_split_plan() -> None:
     assert split(136, 16, 132) == (4, 2)
     assert split(264, 256, 132) == (0, 1)  # whole waves
     assert split(131, 256, 132) == (0, 1)  # under one wave
-    assert split(4 * 132 + 5, 256, 132) == (0, 1)  # four waves
+    assert split(4 * 132 + 5, 256, 132) == (5, 16)  # four waves
+    assert split(mm_module.TAIL_MAX_WAVES * 132 + 5, 256, 132) == (0, 1)
     assert split(4 * 132 - 5, 256, 132) == (0, 1)  # 127 tail tiles: one range each
     assert split(200, 256, 132) == (0, 1)  # 68 tail tiles: one range each
-    for tiles in range(133, 4 * 132):
+    for tiles in range(133, mm_module.TAIL_MAX_WAVES * 132):
         for k_tiles in (8, 17, 100, 130, 250, 786):  # 130 at 16 ranges of 9 steps: the last would be empty
             tail, splits = split(tiles, k_tiles, 132)
             if tail:

@@ -548,8 +548,10 @@ def tail_plans() -> list:
 
 
 # The persistent kernel's partial last wave split along K (kernels.matmul.tail_split): 12 tail
-# tiles in 11 ranges, 28 in 4, an odd N (36 in 3), a K tail (129 steps in 11 ranges).
-TAIL_SHAPES = [(3072, 1536, 8192), (2560, 2048, 8192), (3072, 1545, 8192), (3072, 1536, 8200)]
+# tiles in 11 ranges, 28 in 4, an odd N (36 in 3), a K tail (129 steps in 11 ranges), five
+# waves (7 tail tiles in 8 ranges), and four waves with M, N and K tails (24 tiles in 5).
+TAIL_SHAPES = [(3072, 1536, 8192), (2560, 2048, 8192), (3072, 1545, 8192), (3072, 1536, 8200), (3712, 5888, 4096),
+               (3001, 5880, 4100)]  # fmt: skip
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not is_hopper(), reason="the split tail's plan is for 132 SMs")
