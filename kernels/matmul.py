@@ -702,24 +702,36 @@ PERSISTENT_MIN_WAVES = 1
 WS_MIN_WAVES = 4  # warp_specialized from this many 128x128 tiles per SM (two consumers a program)
 # The persistent kernel's partial last wave split along K (tail_split): below TAIL_MAX_WAVES
 # waves of its tiles, into at most TAIL_MAX_SPLITS ranges, all but the last of at least
-# TAIL_MIN_STEPS K steps;
-# the dispatch prefers it to the warp-specialized kernel from TAIL_MIN_SPLITS ranges a tile,
-# and from one fewer where K has at least TAIL_DEEP_K_TILES steps.
-# notes/2026-12-04d-probe-stream-k-aed534c.log (warm, µs, split tail / whole tiles / the
-# warp-specialized kernel / cuBLAS): 11 ranges 209.7 / 326.8 / 260.9 / 193.0 at
-# 6144x768x16384 and 113.6 / 175.3 / 140.3 / 98.1 at 3072x1536x8192, 4 ranges 124.4 / 171.9 /
-# 139.5 / 109.4 at 2560x2048x8192; 2 ranges 151.9 / 176.4 / 142.5 at 1536x4096x8192 and 81.0 /
-# 89.7 / 73.4 at 2048x3072x4096 (the warp-specialized kernel ahead); 8 ranges of one K step
-# at 2176x2048x512 23.7 / 18.8 / 15.9.  Three ranges (notes/2026-12-04d-probe-tail-bound-0a22e1c.log,
-# after held-out set eight found the split tail 1.07x ahead at three: 4352x1280x12288, K
-# 12288): 181.7 / 190.4 at 5376x1024x11264, 139.4 / 144.3 at 5632x1024x8192 and 140.2 /
-# 143.9 at 2432x2304x8192 (split tail / the warp-specialized kernel), but 78.7 / 77.2 at
-# 2816x2048x4096 and 49.2 / 40.6 at 2816x2048x2048; two ranges 158.7 / 150.3 at 4224x1536x8192.
+# TAIL_MIN_STEPS K steps.  notes/2026-12-04d-probe-stream-k-aed534c.log (warm, µs, split tail /
+# whole tiles / the warp-specialized kernel / cuBLAS): 11 ranges 209.7 / 326.8 / 260.9 / 193.0
+# at 6144x768x16384 and 113.6 / 175.3 / 140.3 / 98.1 at 3072x1536x8192, 4 ranges 124.4 / 171.9
+# / 139.5 / 109.4 at 2560x2048x8192; 2 ranges 151.9 / 176.4 / 142.5 at 1536x4096x8192.
+# From two to nine waves (notes/2026-12-04e-probe-tail-waves-a99058f.log, 24 shapes) the split
+# tail beat whole tiles everywhere: 862.1 against 939.8 at 6528x5376x8192 (8.1 waves).
+#
+# Which kernel, from one wave of persistent tiles up (default_variant), is a cost in
+# tile-times of the persistent kernel (one 128x256 tile's whole K):
+# - the persistent kernel with its tail split s ways: W whole waves + 1/s + TAIL_COST_STEPS/K
+#   steps (the partials' write, wait and sum cost about 12.5 µs, 15 K steps of a tile, at K
+#   from 2048 to 8192 in that probe);
+# - with whole tiles: its waves, rounded up;
+# - the warp-specialized kernel: its 128x128 tiles' waves rounded up, halved (two consumers
+#   a program, tiles handed out one at a time, so its last wave is filled in half tiles), and
+#   WS_K_TAIL_STEPS K steps more a tile where K is not a multiple of its 64-deep step.
+# The model put each of that probe's 24 products and the 11 of the earlier probes
+# (notes/2026-12-04d-probe-tail-bound-0a22e1c.log) within 4% of its time ratio; four at a
+# model ratio of 1.002 ran the warp-specialized kernel 0.6-2% faster, so the split tail needs
+# a margin of TAIL_MARGIN.  WS_K_TAIL_STEPS: the warp-specialized kernel ran 5% behind the
+# persistent one at 4096x4096x4100 (65 K steps) and 3001x4001x5001 (79), where the model has
+# them level, and 13% behind the model at 3000x7168x3000 (47) (held-out shapes of run
+# matmul-20261204T142003Z-b3b9b87 and matmul-20261204T171416Z-afd40a6, which that moved to
+# the shapes the rule was fitted on: bench/studies/matmul.py).
 TAIL_MAX_WAVES = 16
 TAIL_MAX_SPLITS = 16
 TAIL_MIN_STEPS = 8
-TAIL_MIN_SPLITS = 4
-TAIL_DEEP_K_TILES = 128
+TAIL_COST_STEPS = 15
+TAIL_MARGIN = 0.01
+WS_K_TAIL_STEPS = 4
 _REDUCE_BLOCK = (32, 128)  # the split-K reduction's tile
 _GELU_BLOCK = 1024
 
@@ -818,15 +830,17 @@ def default_variant(
       ahead of the persistent kernel at 1024³ and 7% at 4096³, run
       matmul-20261203T144707Z-e7a7746).
     - On Hopper (compute capability 9.x): TF32 products of at least ``PERSISTENT_MIN_MNK`` run
-      ``persistent`` (its operand in registers, ``REG_OPERAND``).  16-bit products run
-      ``warp_specialized`` with at least ``WS_MIN_WAVES`` waves of its 128x128 tiles; with
-      at least ``PERSISTENT_MIN_WAVES`` waves of the persistent kernel's 128x256 tiles,
-      ``persistent`` where its partial last wave splits along K at least ``TAIL_MIN_SPLITS``
-      ways (:func:`tail_split`; one fewer with at least ``TAIL_DEEP_K_TILES`` K steps; not
-      at an N that is not a multiple of 8 with an epilogue, which runs whole tiles), else the
-      one of the two whose last wave is the fuller (ties: ``persistent``);
-      ``autotuned`` below that.  Both read an operand TMA cannot read from an aligned copy
-      (:func:`tma_copy`).
+      ``persistent`` (its operand in registers, ``REG_OPERAND``).  16-bit products from
+      ``PERSISTENT_MIN_WAVES`` wave of the persistent kernel's 128x256 tiles up run the kernel
+      of the lower cost in tile-times (the comment on ``TAIL_COST_STEPS`` gives the model and
+      its probe): ``persistent`` where its partial last wave splits along K
+      (:func:`tail_split`; not at an N that is not a multiple of 8 with an epilogue, which
+      runs whole tiles) and costs ``TAIL_MARGIN`` less than ``warp_specialized``; else, by
+      whole waves, ``warp_specialized`` where it costs less, or the same with at least
+      ``WS_MIN_WAVES`` waves of its 128x128 tiles, ``persistent`` otherwise.  Both read an
+      operand TMA cannot read from an aligned copy (:func:`tma_copy`); where the
+      warp-specialized kernel cannot run (``tma`` false), ``persistent``.  ``autotuned`` below
+      one wave.
     - ``autotuned`` otherwise; ``fixed`` under the interpreter (the autotuner has nothing to
       time there).
 
@@ -853,7 +867,7 @@ def default_variant(
     head's dA (8192x768x50257) and 142.0 against 183.0 at 1536x4096x8192; at 144 (1.09
     waves) 266.3 against 335.9 at 6144x768x16384 and 140.8 against 176.1 at 3072x1536x8192;
     at 128 tiles each (whole waves both) it was 1-3% behind (4096x1024x32768,
-    2048x2048x16384).  The split tail: the comment on ``TAIL_MIN_SPLITS``."""
+    2048x2048x16384).  The split tail and the costs: the comment on ``TAIL_COST_STEPS``."""
     if INTERPRETER or device.type != "cuda":
         return "fixed"
     sms = sm_count(device)
@@ -865,22 +879,28 @@ def default_variant(
         return "autotuned"
     if dtype == torch.float32:
         return "persistent" if precision == "tf32" and m * n * k >= PERSISTENT_MIN_MNK else "autotuned"
-    ws_tiles = cdiv(m, WS_CONFIG.block_m) * cdiv(n, WS_CONFIG.block_n)
     tiles = cdiv(m, PERSISTENT_CONFIG.block_m) * cdiv(n, PERSISTENT_CONFIG.block_n)
-    if tma and ws_tiles >= WS_MIN_WAVES * sms:
-        return "warp_specialized"
-    if tiles >= PERSISTENT_MIN_WAVES * sms:
-        # Between one wave and four: the persistent kernel where its partial last wave splits
-        # along K at least TAIL_MIN_SPLITS ways (one fewer at a deep K), else the kernel whose
-        # last wave is the fuller.  (An odd N with an epilogue runs whole tiles: _prepare.)
-        k_tiles = cdiv(k, PERSISTENT_CONFIG.block_k)
-        least = TAIL_MIN_SPLITS - (k_tiles >= TAIL_DEEP_K_TILES)
-        if (n % 8 == 0 or epilogue is None) and tail_split(tiles, k_tiles, sms)[1] >= least:
-            return "persistent"
-        if tma and ws_tiles / (cdiv(ws_tiles, sms) * sms) > tiles / (cdiv(tiles, sms) * sms):
-            return "warp_specialized"
+    if tiles < PERSISTENT_MIN_WAVES * sms:
+        return "autotuned"
+    if not tma:
         return "persistent"
-    return "autotuned"
+    # Costs in tile-times of the persistent kernel (the comment on TAIL_COST_STEPS).  An odd
+    # N with an epilogue runs whole tiles in fewer stages there (_prepare): no split, and the
+    # warp-specialized kernel's K tail is not weighed against it.
+    k_tiles = cdiv(k, PERSISTENT_CONFIG.block_k)
+    full_stages = n % 8 == 0 or epilogue is None
+    splits = tail_split(tiles, k_tiles, sms)[1] if full_stages else 1
+    ws_tiles = cdiv(m, WS_CONFIG.block_m) * cdiv(n, WS_CONFIG.block_n)
+    k_tail = WS_K_TAIL_STEPS / k_tiles if k % WS_CONFIG.block_k and full_stages else 0.0
+    ws = cdiv(ws_tiles, sms) / 2 * (1 + k_tail)
+    if splits > 1 and ws > (tiles // sms + 1 / splits + TAIL_COST_STEPS / k_tiles) * (1 + TAIL_MARGIN):
+        return "persistent"
+    whole = cdiv(tiles, sms)
+    # Whole tiles, level: the warp-specialized kernel from WS_MIN_WAVES of its waves (1-1.5%
+    # ahead at 8192³, level at 4096³), the persistent kernel below (6% ahead at 5120x1280x5120).
+    if ws < whole or (ws == whole and ws_tiles >= WS_MIN_WAVES * sms):
+        return "warp_specialized"
+    return "persistent"
 
 
 def dispatch(a: torch.Tensor, b: torch.Tensor, epilogue: str | None = None, precision: str | None = None) -> str:

@@ -1112,11 +1112,12 @@ def test_ws_default_dispatch(monkeypatch) -> None:
     assert default_variant(2048, 2048, 2048, dev, torch.float16, "bias_gelu") == "autotuned"  # 128 tiles
     assert default_variant(1024, 1024, 1024, dev, torch.bfloat16) == "autotuned"
     assert default_variant(16384, 1024, 1024, dev, torch.bfloat16) == "warp_specialized"  # 1024 of its tiles
-    # between one and four waves: the kernel whose last wave is the fuller (ties: persistent)
+    # By whole waves, the kernel whose last wave is the fuller (ties: persistent below four of
+    # the warp-specialized kernel's waves)
     assert default_variant(2176, 2048, 512, dev, torch.bfloat16) == "warp_specialized"  # 136 tiles / 272 of 128x128
     assert default_variant(2176, 2048, 512, dev, torch.bfloat16, tma=False) == "persistent"
     assert default_variant(8192, 768, 50257, dev, torch.bfloat16) == "warp_specialized"  # the LM head's dA: 192 / 384
-    # ... unless the persistent kernel's partial wave splits along K at least 4 ways
+    # ... unless the persistent kernel's split tail costs less (kernels.matmul.TAIL_COST_STEPS)
     assert default_variant(6144, 768, 16384, dev, torch.bfloat16) == "persistent"  # 12 tail tiles, 11 ways
     assert default_variant(2560, 2048, 8192, dev, torch.bfloat16) == "persistent"  # 28 tail tiles, 4 ways
     assert default_variant(5376, 1024, 11264, dev, torch.bfloat16) == "persistent"  # 36, 3 ways at a deep K ...
@@ -1125,6 +1126,18 @@ def test_ws_default_dispatch(monkeypatch) -> None:
     assert default_variant(6144, 767, 16384, dev, torch.bfloat16) == "persistent"  # an odd N, plain: split
     assert default_variant(6144, 767, 16384, dev, torch.bfloat16, "bias") == "warp_specialized"  # with an epilogue: not
     assert default_variant(2560, 2560, 2560, dev, torch.float16) == "persistent"  # 200 / 400: both 76% full
+    # beyond four waves (the probe of notes/2026-12-04e-probe-tail-waves-a99058f.log): costs
+    # 8 + 1/8 + 15/128 against 17/2 tile-times; 9 + 1/4 + 15/64 against 19/2 (level: the margin)
+    assert default_variant(6528, 5376, 8192, dev, torch.bfloat16) == "persistent"
+    assert default_variant(5760, 6912, 4096, dev, torch.bfloat16) == "warp_specialized"
+    assert default_variant(3072, 3072, 3072, dev, torch.bfloat16, "residual") == "warp_specialized"  # 2.51 / 2.5
+    # a K that is not a multiple of 64 costs the warp-specialized kernel 4 steps a tile
+    assert default_variant(3000, 7168, 3000, dev, torch.bfloat16) == "persistent"  # 5.52 against 5.97
+    assert default_variant(4096, 4096, 4100, dev, torch.bfloat16) == "persistent"  # whole: 4 against 4.25
+    assert default_variant(4096, 4096, 4032, dev, torch.bfloat16) == "warp_specialized"  # K = 63 x 64
+    # ... not against an odd N with an epilogue (the persistent kernel runs fewer stages there)
+    assert default_variant(4096, 4095, 4100, dev, torch.bfloat16, "bias") == "warp_specialized"
+    assert default_variant(8192, 768, 50257, dev, torch.bfloat16) == "warp_specialized"  # 1.5 x 1.005 against 1.52
     assert default_variant(2048, 4096, 2048, dev, torch.bfloat16) == "persistent"  # 256 / 512: both 97% full
     assert default_variant(4096, 1024, 32768, dev, torch.bfloat16) == "autotuned"  # 128 tiles: under a wave
     assert default_variant(1, 4096, 14336, dev) == "split_k"  # a deep K, 32 output tiles

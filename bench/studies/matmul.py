@@ -86,8 +86,12 @@ EPILOGUE_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192)]
 # under the rule of that run reshaped the rule (no persistent kernel where TMA cannot read
 # the operands, the warp-specialized kernel from four waves of its tiles), so they are
 # studied shapes now and still run, to show the new rule on them.
+# The warp-specialized kernel's K tail (kernels.matmul.WS_K_TAIL_STEPS) was fitted on three
+# held-out products, 4096x4096x4100, 3001x4001x5001 and 3000x7168x3000 (runs
+# matmul-20261204T142003Z-b3b9b87 and matmul-20261204T171416Z-afd40a6), which joined them.
 TUNED_ON = [(1536, 1536, 1536), (3072, 3072, 3072), (2000, 5120, 5120), (4096, 11008, 4096),
-            (4096, 4096, 11008), (8192, 50257, 768), (32, 4096, 14336), (96, 14336, 4096)]  # fmt: skip
+            (4096, 4096, 11008), (8192, 50257, 768), (32, 4096, 14336), (96, 14336, 4096),
+            (4096, 4096, 4100), (3001, 4001, 5001), (3000, 7168, 3000)]  # fmt: skip
 # The second held-out set, chosen before any of it ran: 2560³ (between the warp-specialized
 # kernel's four waves and the persistent kernel's one), a short K (6144x6144x2048), M and K
 # off the tile (3000x7168x3000), a tall product with few columns (12288x1536x1536), a
@@ -118,16 +122,26 @@ TUNED_ON = [(1536, 1536, 1536), (3072, 3072, 3072), (2000, 5120, 5120), (4096, 1
 # (notes/probe_tail_bound.py) moved it to three at a deep K, so it is held out from the split
 # tail but not from that bound.  A ninth set, chosen on 2026-12-04 before the three-way rule
 # ran on any of it: 5504x1024x10240 and 2688x2048x12288 (three ways, deep) and
-# 5632x1024x4096 (three ways at K = 4096: the warp-specialized kernel's side).
-HELD_OUT = [(2560, 2560, 2560), (6144, 6144, 2048), (3000, 7168, 3000), (12288, 1536, 1536),
+# 5632x1024x4096 (three ways at K = 4096: the warp-specialized kernel's side).  A tenth,
+# chosen on 2026-12-04 before the rule of costs (kernels.matmul.TAIL_COST_STEPS, fitted by
+# notes/probe_tail_waves.py, which times none of these) ran on any of it: the split tail
+# beyond four waves, 6016x4352x10240 (6.05 waves, 16 ways), 4864x5376x7168 (6.05, 14),
+# 7424x5888x5120 (10.1, 9), 6784x4608x10240 (7.2, 4) and 7552x3584x12288 (6.3, 3); below
+# two, 2176x2560x7168 (1.3 waves, 3 ways at 112 K steps: the model's margin); the
+# warp-specialized kernel's K tail, 4480x5120x3000 (5.3 waves, 3 ways) and 2432x6912x7000
+# (whole tiles at 3.9 waves); and 7424x3072x6144 (5.3 waves, 3 ways: the warp-specialized
+# kernel's side).
+HELD_OUT = [(2560, 2560, 2560), (6144, 6144, 2048), (12288, 1536, 1536),
             (4096, 32001, 1024), (48, 5120, 13824), (8, 8192, 28672),
             (24, 3584, 18944), (100, 7168, 18432), (2, 2560, 9728), (16, 9216, 8192),
             (40, 3072, 5120), (8, 6144, 3072), (120, 1536, 6144),
-            (2048, 100277, 2048), (4096, 4096, 4100), (3001, 4001, 5001),
+            (2048, 100277, 2048),
             (6144, 49999, 1536), (1024, 151655, 896), (16384, 12289, 3072),
             (2304, 2048, 6144), (1792, 3584, 8192), (5120, 1280, 5120),
             (7040, 768, 14336), (2688, 1792, 7168), (3840, 1280, 9728), (4352, 1280, 12288),
-            (2944, 2048, 9216), (5504, 1024, 10240), (2688, 2048, 12288), (5632, 1024, 4096)]  # fmt: skip
+            (2944, 2048, 9216), (5504, 1024, 10240), (2688, 2048, 12288), (5632, 1024, 4096),
+            (6016, 4352, 10240), (4864, 5376, 7168), (7424, 5888, 5120), (6784, 4608, 10240), (7552, 3584, 12288),
+            (2176, 2560, 7168), (4480, 5120, 3000), (2432, 6912, 7000), (7424, 3072, 6144)]  # fmt: skip
 EPILOGUES = {"mm_bias": "bias", "mm_bias_gelu": "bias_gelu", "mm_residual": "residual"}  # op -> our epilogue
 QUICK = {
     ("fwd", "bf16"): [(127, 255, 65), (4096, 4096, 4096), (8192, 8192, 8192), (16, 4096, 4096)],
