@@ -712,20 +712,24 @@ WS_MIN_WAVES = 4  # warp_specialized from this many 128x128 tiles per SM (two co
 # Which kernel, from one wave of persistent tiles up (default_variant), is a cost in
 # tile-times of the persistent kernel (one 128x256 tile's whole K):
 # - the persistent kernel with its tail split s ways: W whole waves + 1/s + TAIL_COST_STEPS/K
-#   steps (the partials' write, wait and sum cost about 12.5 µs, 15 K steps of a tile, at K
-#   from 2048 to 8192 in that probe);
+#   steps (the partials' write, wait and sum: about 15 K steps of a tile on the median of
+#   that probe's products, 2 to 25 among them, at K from 2048 to 8192);
 # - with whole tiles: its waves, rounded up;
 # - the warp-specialized kernel: its 128x128 tiles' waves rounded up, halved (two consumers
 #   a program, tiles handed out one at a time, so its last wave is filled in half tiles), and
 #   WS_K_TAIL_STEPS K steps more a tile where K is not a multiple of its 64-deep step.
-# The model put each of that probe's 24 products and the 11 of the earlier probes
-# (notes/2026-12-04d-probe-tail-bound-0a22e1c.log) within 4% of its time ratio; four at a
-# model ratio of 1.002 ran the warp-specialized kernel 0.6-2% faster, so the split tail needs
-# a margin of TAIL_MARGIN.  WS_K_TAIL_STEPS: the warp-specialized kernel ran 5% behind the
+# The model put each of that probe's 24 plain products within 3% of its measured time ratio
+# between the two kernels, and the 11 of the earlier probes (the split-tail and whole-tile
+# rows of notes/2026-12-04d-probe-stream-k-aed534c.log and -probe-tail-bound-0a22e1c.log
+# cited above) within 5%.  Four at a model ratio of 1.002 ran the warp-specialized kernel
+# 0.6-2% faster, so the split tail needs a relative margin of TAIL_MARGIN (which gives up
+# 1-2% at two rows of 1.003-1.005 that ran the split tail faster).  Not in the model: the
+# warp-specialized kernel's residual epilogue, 6% behind the split tail where the model has
+# them level (2944x7680x4096).  WS_K_TAIL_STEPS: the warp-specialized kernel ran 5% behind the
 # persistent one at 4096x4096x4100 (65 K steps) and 3001x4001x5001 (79), where the model has
-# them level, and 13% behind the model at 3000x7168x3000 (47) (held-out shapes of run
-# matmul-20261204T142003Z-b3b9b87 and matmul-20261204T171416Z-afd40a6, which that moved to
-# the shapes the rule was fitted on: bench/studies/matmul.py).
+# them level, and 13% behind the model at 3000x7168x3000 (47): held-out shapes of runs
+# matmul-20261204T142003Z-b3b9b87 and matmul-20261204T171416Z-afd40a6, which fitting this
+# moved to TUNED_ON in bench/studies/matmul.py.
 TAIL_MAX_WAVES = 16
 TAIL_MAX_SPLITS = 16
 TAIL_MIN_STEPS = 8
@@ -835,7 +839,8 @@ def default_variant(
       of the lower cost in tile-times (the comment on ``TAIL_COST_STEPS`` gives the model and
       its probe): ``persistent`` where its partial last wave splits along K
       (:func:`tail_split`; not at an N that is not a multiple of 8 with an epilogue, which
-      runs whole tiles) and costs ``TAIL_MARGIN`` less than ``warp_specialized``; else, by
+      runs whole tiles) and costs at least ``TAIL_MARGIN`` (relative) less than
+      ``warp_specialized``; else, by
       whole waves, ``warp_specialized`` where it costs less, or the same with at least
       ``WS_MIN_WAVES`` waves of its 128x128 tiles, ``persistent`` otherwise.  Both read an
       operand TMA cannot read from an aligned copy (:func:`tma_copy`); where the

@@ -7,7 +7,7 @@ leave the last wave as empty as the persistent kernel's do: at 3072³ (288 persi
 against cuBLAS's 78.7, and at 3000x7168x3000 (5.09 waves) 231.8 against 183.3 (run
 matmul-20261204T142003Z-b3b9b87).  The persistent kernel's split tail (kernels.matmul.
 tail_split) was used below four of its waves only.  Timed here, on shapes outside every
-held-out set (two to nine waves, partial waves that split three to sixteen ways at K of 2048,
+held-out set (two to nine waves, partial waves that split three to eight ways at K of 2048,
 4096 and 8192), in shuffled rounds (probe_stream_k.median_us: CUDA graphs of ten calls,
 warm, median µs): the persistent kernel with whole tiles, with the split tail whatever its
 waves (tail_split with TAIL_MAX_WAVES lifted: the production planner otherwise), the

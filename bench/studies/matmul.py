@@ -127,7 +127,8 @@ TUNED_ON = [(1536, 1536, 1536), (3072, 3072, 3072), (2000, 5120, 5120), (4096, 1
 # notes/probe_tail_waves.py, which times none of these) ran on any of it: the split tail
 # beyond four waves, 6016x4352x10240 (6.05 waves, 16 ways), 4864x5376x7168 (6.05, 14),
 # 7424x5888x5120 (10.1, 9), 6784x4608x10240 (7.2, 4) and 7552x3584x12288 (6.3, 3); below
-# two, 2176x2560x7168 (1.3 waves, 3 ways at 112 K steps: the model's margin); the
+# two, 2176x2560x7168 (1.3 waves, 3 ways at 112 K steps: the model puts the split tail 2%
+# ahead, just past its margin); the
 # warp-specialized kernel's K tail, 4480x5120x3000 (5.3 waves, 3 ways) and 2432x6912x7000
 # (whole tiles at 3.9 waves); and 7424x3072x6144 (5.3 waves, 3 ways: the warp-specialized
 # kernel's side).
