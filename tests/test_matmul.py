@@ -1138,6 +1138,12 @@ def test_ws_default_dispatch(monkeypatch) -> None:
     # ... not against an odd N with an epilogue (the persistent kernel runs fewer stages there)
     assert default_variant(4096, 4095, 4100, dev, torch.bfloat16, "bias") == "warp_specialized"
     assert default_variant(8192, 768, 50257, dev, torch.bfloat16) == "warp_specialized"  # 1.5 x 1.005 against 1.52
+    # the constants at their edges: 160 tiles split 4 ways at 64 K steps, (1 + 1/4 + 15/64) x 1.01
+    # = 1.4992 against 3/2; 144 tiles at 33 K steps, 1.5 x (1 + 4/33) = 1.682 against (1 + 1/4 +
+    # 15/33) x 1.01 = 1.722; whole waves level at exactly WS_MIN_WAVES of the 128x128 tiles
+    assert default_variant(1024, 5120, 4096, dev, torch.bfloat16) == "persistent"
+    assert default_variant(3072, 1536, 2080, dev, torch.bfloat16) == "warp_specialized"
+    assert default_variant(1536, 5632, 4096, dev, torch.bfloat16) == "warp_specialized"  # 264 / 528 tiles
     assert default_variant(2048, 4096, 2048, dev, torch.bfloat16) == "persistent"  # 256 / 512: both 97% full
     assert default_variant(4096, 1024, 32768, dev, torch.bfloat16) == "autotuned"  # 128 tiles: under a wave
     assert default_variant(1, 4096, 14336, dev) == "split_k"  # a deep K, 32 output tiles
