@@ -569,50 +569,70 @@ def regret_sets(view: StudyView) -> tuple[tuple[str, CaseResult] | None, list[Re
 
 def dispatch_regret(view: StudyView) -> list[Claim]:
     """The dispatch scored by regret (cold L2) under the newest run's dispatch rule: on the
-    held-out shapes, and apart from them on the shapes that were studied while it was set.  A
+    held-out shapes, and apart from them on the shapes that were studied while it was set;
+    by device time, and again by the eager call a user makes (host included: the rule trades
+    device time for host time where split-K's second launch costs more than it saves).  A
     case counts as a regret where the fastest forced variant beat the dispatch's choice by the
     one verdict; the claim holds where none of its set did by more than ``REGRET_LINE``.
     Cases chosen under another rule are counted, not scored."""
     found, sets = regret_sets(view)
     if found is None:
         return []
-    newest, source = found
     claims = []
-    for rs in sets:
-        if not rs.scored:
-            continue  # the page's prose counts what no rule scored (regret_summary)
-        behind = [(c, s, f) for c, s, f in rs.scored if s != f and view.outcome(c, s, f) == "win"]
-        ratios = {c.case_id: c.ratio(s, f).value for c, s, f in behind}  # type: ignore[union-attr]
-        over = [c for c, _, _ in behind if ratios[c.case_id] > REGRET_LINE.value]
-        where = "held-out shapes (their timings set nothing in the dispatch)" if rs.held_out else "studied shapes"
-        text = sentence(
-            "Device time (graph replay), cold L2, dispatch rule {rule} (run {run}), on the {where}: the dispatch's "
-            "choice was the fastest forced variant or within the noise of it in {k} of {n} forward products",
-            rule=newest,
-            run=source.run.run_id,
-            where=where,
-            k=Num(len(rs.scored) - len(behind), "count"),
-            n=Num(len(rs.scored), "count"),
-        )
-        if behind:
-            worst, stand, fastest = max(behind, key=lambda b: ratios[b[0].case_id])
-            text += sentence(
-                "; the largest regret was at {case}, where {fastest} ran {x} faster than the choice ({chosen})",
-                case=worst.case_id,
-                fastest=view.label(fastest),
-                x=worst.speedup(fastest, stand),
-                chosen=dispatch_choice(worst)[0] or view.label(stand),
-            )
-        text += sentence("; resolved regrets over {line}: {o}", o=Num(len(over), "count"), line=REGRET_LINE)
-        if rs.unscored:
-            text += sentence(
-                " ({u} more ran under another dispatch rule, or one not recorded, and are not scored)",
-                u=Num(len(rs.unscored), "count"),
-            )
-        text += sentence(".")
-        claim_id = "dispatch-regret-held-out" if rs.held_out else "dispatch-regret-studied"
-        claims.append(Claim(claim_id, text, not over, evidence=cases_evidence("regret over the line", over)))
+    for eager in (False, True):
+        for rs in sets:
+            claim = _regret_claim(view, rs, found, eager)
+            if claim is not None:
+                claims.append(claim)
     return claims
+
+
+def _regret_claim(view: StudyView, rs: RegretSet, found: tuple[str, CaseResult], eager: bool) -> Claim | None:
+    newest, source = found
+    scored = []
+    for c, stand, fastest in rs.scored:
+        if eager:  # the same cases through their eager samples: the fastest by the eager call
+            if not c.eager_measured:
+                continue
+            c = c.eager()
+            fastest = dispatch_choice(c)[2]
+            if c.get(stand) is None or fastest is None:
+                continue
+        scored.append((c, stand, fastest))
+    if not scored:
+        return None  # the page's prose counts what no rule scored (regret_summary)
+    behind = [(c, s, f) for c, s, f in scored if s != f and view.outcome(c, s, f) == "win"]
+    ratios = {c.case_id: c.ratio(s, f).value for c, s, f in behind}  # type: ignore[union-attr]
+    over = [c for c, _, _ in behind if ratios[c.case_id] > REGRET_LINE.value]
+    where = "held-out shapes (their timings set nothing in the dispatch)" if rs.held_out else "studied shapes"
+    text = sentence(
+        "{timer}, cold L2, dispatch rule {rule} (run {run}), on the {where}: the dispatch's "
+        "choice was the fastest forced variant or within the noise of it in {k} of {n} forward products",
+        timer="Eager call (host included)" if eager else "Device time (graph replay)",
+        rule=newest,
+        run=source.run.run_id,
+        where=where,
+        k=Num(len(scored) - len(behind), "count"),
+        n=Num(len(scored), "count"),
+    )
+    if behind:
+        worst, stand, fastest = max(behind, key=lambda b: ratios[b[0].case_id])
+        text += sentence(
+            "; the largest regret was at {case}, where {fastest} ran {x} faster than the choice ({chosen})",
+            case=worst.case_id,
+            fastest=view.label(fastest),
+            x=worst.speedup(fastest, stand),
+            chosen=dispatch_choice(worst)[0] or view.label(stand),
+        )
+    text += sentence("; resolved regrets over {line}: {o}", o=Num(len(over), "count"), line=REGRET_LINE)
+    if rs.unscored:
+        text += sentence(
+            " ({u} more ran under another dispatch rule, or one not recorded, and are not scored)",
+            u=Num(len(rs.unscored), "count"),
+        )
+    text += sentence(".")
+    claim_id = "dispatch-regret-" + ("held-out" if rs.held_out else "studied") + ("-eager" if eager else "")
+    return Claim(claim_id, text, not over, evidence=cases_evidence("regret over the line", over))
 
 
 def regret_summary(view: StudyView) -> dict[str, Any] | None:
