@@ -455,6 +455,25 @@ def test_matmul_gelu_epilogue_loss_names_its_cause() -> None:
     assert explain(case("mm_bias_gelu"), "cublaslt-bias-gelu") == "gelu-epilogue"
     assert "special-function" in REASONS["gelu-epilogue"][1]
     assert explain(case("mm"), "cublas") is None
+
+    # the last wave: 3072³ in the warp-specialized kernel's 128x128 tiles is 576 on 132 SMs,
+    # 4.36 waves of 5 (13% idle); 8192³ is 4096, 31.03 of 32 (3%); persistent 128x256 at
+    # 3000x7168 is 672, 5.09 of 6 (15%); an SM count not recorded, or no such kernel: no reason
+    def waves(m: int, n: int, chosen: str, sms: object = 132) -> SimpleNamespace:
+        c = case("mm")
+        c.params.update(rows=m, cols=n, k=3072)
+        c.variants[OURS].meta["dispatch"] = chosen
+        c.run = SimpleNamespace(env={"gpu": {"sm_count": sms}})
+        return c
+
+    assert explain(waves(3072, 3072, "warp_specialized"), "cublas") == "partial-wave"
+    assert explain(waves(8192, 8192, "warp_specialized"), "cublas") is None
+    assert explain(waves(3000, 7168, "persistent"), "cublas") == "partial-wave"
+    assert explain(waves(3000, 7168, "warp_specialized"), "cublas") is None  # 1344: 10.18 of 11, 7%
+    assert explain(waves(4096, 4096, "warp_specialized"), "cublas") is None  # 1024: 7.76 of 8
+    assert explain(waves(3072, 3072, "autotuned"), "cublas") is None
+    assert explain(waves(3072, 3072, "warp_specialized", None), "cublas") is None
+    assert "128×256" in REASONS["partial-wave"][1]
     tf32, fp32 = case("mm"), case("mm")
     tf32.params["dtype"], fp32.params["dtype"] = "tf32", "fp32"
     assert explain(tf32, "cublas") == "tf32-operand" and explain(fp32, "cublas") == "fp32-fma"

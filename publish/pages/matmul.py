@@ -50,6 +50,11 @@ PEERS = ("cublas", "compile", *(p for peers in EPILOGUE_PEERS.values() for p in 
 OPS = {"mm": "product", "mm_bias": "with bias", "mm_bias_gelu": "with bias and GELU", "mm_residual": "with residual"}
 DECODE_MAX_M = 128  # a decode-like product: at most this many rows (bench/studies/matmul.py) ...
 DECODE_MIN_WEIGHT = 1024 * 4096  # ... against a weight (N·K) at least this large (8 MB in bf16)
+# The output tile of each kernel the dispatch can choose from a wave up (kernels.matmul's
+# PERSISTENT_CONFIG and WS_CONFIG; the warp-specialized kernel's two consumers take its tiles
+# one at a time, so its waves count these): what a partial last wave is counted in.
+WAVE_TILES = {"persistent": (128, 256), "warp_specialized": (128, 128)}
+IDLE_WAVE = 0.1  # a loss is put down to the last wave where it leaves at least this share idle
 
 
 def decode(c: CaseResult) -> bool:
@@ -683,7 +688,26 @@ def explain(c: CaseResult, peer: str) -> str | None:
         return "backward"
     if c.params.get("op") == "mm_bias_gelu":
         return "gelu-epilogue"
+    idle = idle_last_wave(c)
+    if idle is not None and idle >= IDLE_WAVE:
+        return "partial-wave"
     return None
+
+
+def idle_last_wave(c: CaseResult) -> float | None:
+    """The share of the dispatch's kernel's time, at whole tiles, that its last wave leaves
+    idle: 1 - waves / ceil(waves), waves = output tiles / the run's SMs; None where the
+    dispatch chose neither one-program-per-SM kernel or the run recorded no SM count."""
+    ours = c.variants.get(OURS)
+    tile = WAVE_TILES.get(str(ours.meta.get("dispatch"))) if ours is not None else None
+    if tile is None:
+        return None
+    sms = c.run.env.get("gpu", {}).get("sm_count")
+    if not isinstance(sms, int) or isinstance(sms, bool) or sms <= 0:
+        return None
+    tiles = -(-int(c.params["rows"]) // tile[0]) * -(-int(c.params["cols"]) // tile[1])
+    waves = tiles / sms
+    return 1 - waves / -(-tiles // sms)
 
 
 REASONS = {
@@ -742,6 +766,14 @@ REASONS = {
         "No tensor-core instruction multiplies float32 at full precision: IEEE fp32 runs on the FMA units. Our "
         "kernel is Triton's generic FMA dot under the autotuner's tiles; cuBLAS ships SIMT kernels tuned for this "
         "one path.",
+    ),
+    "partial-wave": (
+        "partial last wave",
+        "The output's tiles are not close to a whole number of waves over the SMs for the kernel the dispatch chose "
+        "(128×256 tiles for the persistent kernel; 128×128 for the warp-specialized one, whose two consumers take "
+        "them one at a time), so at whole tiles its last wave leaves a tenth of its time or more with SMs idle. "
+        "The persistent kernel's split tail recovers part of that where the dispatch chose it, at the cost of "
+        "writing and summing fp32 partial tiles; cuBLAS chooses among more tile shapes.",
     ),
     "backward": (
         "backward products",
