@@ -1392,7 +1392,7 @@ def _forward(
     """(out, pre): out = epilogue(a @ b), a new contiguous ``[M, N]`` tensor of a's dtype; pre is
     the pre-activation a @ b + bias when ``save_pre`` and the epilogue is bias_gelu, else None."""
     m, n = a.shape[0], b.shape[1]
-    out = torch.empty((m, n), device=a.device, dtype=a.dtype)
+    out = a.new_empty((m, n))
     pre = torch.empty_like(out) if save_pre and epilogue == "bias_gelu" else None
     if m == 0 or n == 0:
         return out, pre
@@ -1476,7 +1476,23 @@ def _one_copy_of_dz(
 ) -> bool:  # fmt: skip
     # Whether both backward products run a TMA kernel on a dZ that TMA cannot read as it lies
     # (an odd N: an LM head's dZ is [tokens, 50257]), each of which would copy it (823 MB at
-    # 8192x50257 bf16, about 0.45 ms a copy).  The cheap test first: most dZ are readable.
+    # 8192x50257 bf16, about 0.45 ms a copy).  Asked once per signature: both choices read
+    # only dZ's layout and alignment, the shapes (K is a's columns), the dtype and the device,
+    # and answering costs 10-15 µs of host time per step at 127x255x65 on the GPU host
+    # (notes/probe_step_host.py), most of a training step's gap to torch's.
+    key = (dz.get_device(), dz.dtype, dz.shape, dz.stride(), dz.data_ptr() % 16 == 0, a.shape[1], variant,
+           precision)  # fmt: skip
+    hit = _ONE_COPY.get(key)
+    if hit is None:
+        hit = _ONE_COPY[key] = _one_copy_choice(dz, a, b, variant, precision)
+        if len(_ONE_COPY) >= 4096:  # a sweep over many M: start again rather than grow without bound
+            _ONE_COPY.clear()
+    return hit
+
+
+def _one_copy_choice(
+    dz: torch.Tensor, a: torch.Tensor, b: torch.Tensor, variant: str | None, precision: str | None
+) -> bool:  # fmt: skip
     if dz.shape[0] == 0 or dz.shape[1] == 0 or not any(_tma_copies(dz, dz)):
         return False
     if not _tma_available(dz.get_device()):
@@ -1487,22 +1503,35 @@ def _one_copy_of_dz(
     ) in tma
 
 
+_ONE_COPY: dict[tuple[Any, ...], bool] = {}
+
+
 class _MatmulFunction(torch.autograd.Function):
-    """The eager autograd path: launches directly, without the op dispatcher's cost."""
+    """The eager autograd path: launches directly, without the op dispatcher's cost.  ``opts``:
+    (variant, epilogue, precision, config), one argument rather than four for autograd to
+    walk on every call."""
 
     @staticmethod
-    def forward(ctx, a, b, bias, residual, variant, epilogue, precision, config):  # type: ignore[no-untyped-def,override]
+    def forward(ctx, a, b, bias, residual, opts):  # type: ignore[no-untyped-def,override]
+        variant, epilogue, precision, config = opts
         out, pre = _forward(a, b, bias, residual, variant, epilogue, precision, config, epilogue == "bias_gelu")
-        need_a, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        need_a, need_b = ctx.needs_input_grad[:2]
         ctx.save_for_backward(a if need_b else None, b if need_a else None, pre)  # only what a gradient reads
-        ctx.opts = (variant, epilogue, precision, config)
+        ctx.opts = opts
         return out
 
     @staticmethod
     def backward(ctx, dout):  # type: ignore[no-untyped-def,override]
         a, b, pre = ctx.saved_tensors
-        needs = tuple(ctx.needs_input_grad[:4])
-        return (*_grads(dout, a, b, pre, needs, *ctx.opts, ops=False), None, None, None, None)
+        return (*_grads(dout, a, b, pre, ctx.needs_input_grad[:4], *ctx.opts, ops=False), None)
+
+
+# Function.apply without its Python wrapper (about 1.5 µs a call here, more on the GPU host:
+# a signature check and a pass over every argument for functorch's dead wrappers).  Only for
+# matmul's eager path, which runs outside functorch transforms (eager_path) and unwraps its
+# two operands itself.
+_apply_matmul = super(torch.autograd.Function, _MatmulFunction).apply
+_unwrap_if_dead = torch._C._functorch.unwrap_if_dead
 
 
 # =============================================================================== registered ops
@@ -1732,7 +1761,8 @@ def matmul(
     )  # fmt: skip
     if eager_path(a, b, bias, residual):
         if grad:
-            return _MatmulFunction.apply(a, b, bias, residual, variant, epilogue, precision, config)
+            opts = (variant, epilogue, precision, config)
+            return _apply_matmul(_unwrap_if_dead(a), _unwrap_if_dead(b), bias, residual, opts)
         return _forward(a, b, bias, residual, variant, epilogue, precision, config, False)[0]
     save_pre = epilogue == "bias_gelu" and grad
     cfg = None if config is None else list(config.astuple())

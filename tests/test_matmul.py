@@ -413,6 +413,36 @@ def test_training_step_with_operands_tma_cannot_read(epilogue, variant, monkeypa
         assert sorted(copies) == sorted([(m, k), (k, n), (m, n), (n, k), (k, m)]), copies
 
 
+@pytest.mark.parametrize("first", ["aligned", "odd stride", "odd base"])
+def test_the_backward_asks_for_one_copy_of_dz_per_layout(first, monkeypatch) -> None:
+    """The backward's choice to copy dZ once for both products is remembered per signature
+    (kernels.matmul._ONE_COPY): dZ's layout and base alignment are part of it, so a step
+    whose dZ TMA can read, before or after one whose dZ it cannot, copies only the latter."""
+    m, n, k, dtype = 24, 64, 40, torch.bfloat16  # 128-byte rows: a contiguous dZ is TMA-readable
+    monkeypatch.setattr(mm_module, "_ONE_COPY", {})
+    a = randn((m, k), dtype, "oa").requires_grad_()
+    b = randn((k, n), dtype, "ob").requires_grad_()
+    wide = randn((m * (n + 1) + 8,), dtype, "odc")
+    dzs = {
+        "aligned": wide[: m * n].view(m, n),
+        "odd stride": wide[: m * (n + 1)].view(m, n + 1)[:, :n],  # 130-byte rows
+        "odd base": wide[1 : 1 + m * n].view(m, n),  # rows of 128 bytes from a base 2 bytes off
+    }
+    order = [first, *[name for name in dzs if name != first]]
+    a64, b64 = a.detach().double().requires_grad_(), b.detach().double().requires_grad_()
+    for name in [*order, first]:
+        copies: list[tuple[int, ...]] = []
+        monkeypatch.setattr(mm_module, "tma_copy", lambda t, f=mm_module.tma_copy, c=copies: c.append(t.shape) or f(t))
+        dz = dzs[name]
+        da, db = torch.autograd.grad(matmul(a, b, variant="persistent"), (a, b), dz)
+        ref_da, ref_db = torch.autograd.grad(a64 @ b64, (a64, b64), dz.double())
+        assert_close(da, ref_da, dtype, f"dA, dZ {name}")
+        assert_close(db, ref_db, dtype, f"dB, dZ {name}")
+        want = 0 if name == "aligned" else 1  # one copy of dZ for both products, none where TMA reads it
+        assert copies.count((m, n)) == want, (name, copies)
+    assert len(mm_module._ONE_COPY) == 3
+
+
 @pytest.mark.parametrize("variant", ["fixed", "persistent"])
 def test_grouping_changes_the_order_not_the_result(variant) -> None:
     a = randn((70, 40), torch.float16, "ga")  # 5 x 4 tiles of 16 x 32: groups of 4 and 8 differ
