@@ -471,7 +471,12 @@ def test_matmul_gelu_epilogue_loss_names_its_cause() -> None:
     assert explain(waves(3000, 7168, "persistent"), "cublas") == "partial-wave"
     assert explain(waves(3000, 7168, "warp_specialized"), "cublas") is None  # 1344: 10.18 of 11, 7%
     assert explain(waves(4096, 4096, "warp_specialized"), "cublas") is None  # 1024: 7.76 of 8
-    assert explain(waves(3072, 3072, "autotuned"), "cublas") is None
+    assert explain(waves(3072, 3072, "autotuned"), "cublas") is None  # a wave or more of 128x256 tiles
+    # under one wave, the autotuned kernel: 1536³ is 72 tiles of 128x256 (0.55 of a wave) and 144
+    # of 128x128 (1.09 of 2), 45% idle at either; 2048³ is 128 of 128x256, 0.97 of a wave
+    assert explain(waves(1536, 1536, "autotuned"), "cublas") == "partial-wave"
+    assert explain(waves(2048, 2048, "autotuned"), "cublas") is None
+    assert explain(waves(1536, 1536, "fixed"), "cublas") is None
     assert explain(waves(3072, 3072, "warp_specialized", None), "cublas") is None
     assert "128×256" in REASONS["partial-wave"][1]
     tf32, fp32 = case("mm"), case("mm")
