@@ -8,6 +8,11 @@ Why: run matmul-20261204T191440Z-a7194ad timed the 127x255x65 bf16 step's eager 
 that the forward alone (26.1 against 22.1) does not explain.
 
     python3 notes/probe_step_host.py > $OUT/probe_step_host.log
+    PROBE_SHAPES=2048x2048x2048,127x255x65 python3 notes/probe_step_host.py  # other shapes
+
+The shapes became a setting for a third log: at 2048³, notes/probe_step_calls.py (6e2a360)
+found the step's eager call at 264 µs against torch's 198 over 64 calls, where the device
+needs 78 and 74.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import cProfile
 import importlib
 import io
 import json
+import os
 import pstats
 import sys
 import time
@@ -74,7 +80,9 @@ def step(fn, a, b, dc):  # type: ignore[no-untyped-def]
 def main() -> None:
     gen = torch.Generator(device="cuda").manual_seed(0)
     print(json.dumps({"torch": torch.__version__, "gpu": torch.cuda.get_device_name()}), flush=True)
-    for m, n, k in ((127, 255, 65), (512, 512, 512), (1024, 1024, 1024)):
+    shapes = os.environ.get("PROBE_SHAPES", "127x255x65,512x512x512,1024x1024x1024")
+    for shape in shapes.split(","):
+        m, n, k = (int(d) for d in shape.split("x"))
         measure(m, n, k, gen)
 
 
@@ -104,7 +112,7 @@ def measure(m: int, n: int, k: int, gen: torch.Generator) -> None:
             "Python Function step, one thread": lambda: step(_TorchMM.apply, a, b, dc),
         }
         print(json.dumps({"case": f"{m}x{n}x{k}", "us (best, median of rounds)": interleaved(single)}), flush=True)
-        if m == 127:
+        if m in (127, 2048):
             prof = cProfile.Profile()
             prof.enable()
             for _ in range(CALLS):
