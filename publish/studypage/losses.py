@@ -40,14 +40,32 @@ def reasons(view: StudyView) -> dict[str, tuple[str, Markup]]:
                 "autograd) outlasts the kernel."
             ),
         ),
+        "few-calls": (
+            "few calls a sample",
+            sentence(
+                "An eager-call loss measured with only a few calls a sample: the eager timer makes as many calls as "
+                "the device-time graph holds (at most 200), and a case of about a millisecond holds two or three. "
+                "The host's latency to the first kernel counts once a sample, so over a few calls it weighs heavily, "
+                "where a longer loop hides it behind the device. notes/probe_step_calls.py found it to be most of the "
+                "gap on the GEMM training step at 4096³ (over two calls a sample the gap to torch's step was several "
+                "times the gap over 64, where only the device's remained); elsewhere it has not been measured apart "
+                "from the host's work per call."
+            ),
+        ),
         "unexplained": ("not yet explained", sentence("We have no explanation yet; it is on the list.")),
     }
     return out | {key: (label, sentence(text)) for key, (label, text) in view.spec.reasons.items()}
 
 
+# An eager loss off the device whose samples held at most this many calls is put down to the
+# first call's latency, not to host work per call (notes/probe_step_calls.py).
+FEW_EAGER_CALLS = 4
+
+
 def why(view: StudyView, c: CaseResult, peer: str, resolved: bool, close: bool, eager: bool = False) -> str:
     """The kind of a loss: unresolved, host cost (an eager loss most of whose gap is not in the
-    device times), near the same bound, what the spec explains, or not yet explained.  ``c``
+    device times; the first call's latency where ours held at most ``FEW_EAGER_CALLS`` calls a
+    sample), near the same bound, what the spec explains, or not yet explained.  ``c``
     is the case's device-time result.  An eager loss where the device times differ by at
     least half as much as the eager calls do has the device's reason, resolved or not (a 1 ms
     product is not lost on its host work)."""
@@ -56,7 +74,10 @@ def why(view: StudyView, c: CaseResult, peer: str, resolved: bool, close: bool, 
     if eager:
         device = c.ratio(peer, view.ours)
         if device is None or _gap(c, peer, view.ours) < 0.5 * _gap(c.eager(), peer, view.ours):
-            return "host"
+            ours = c.get(view.ours)
+            calls = ours.raw.get("eager_calls_per_sample") if ours is not None else None
+            few = isinstance(calls, int) and not isinstance(calls, bool) and 0 < calls <= FEW_EAGER_CALLS
+            return "few-calls" if few else "host"
         close = device.lo >= 1 - view.spec.close.value / 100
     if close:
         return "close"
