@@ -97,6 +97,34 @@ def interleaved_us(fns: dict[str, Callable[[], object]], calls: int, rounds: int
     return times
 
 
+def loop_us(fn: Callable[[], object], calls: int) -> float:
+    """A probe's number (notes/): µs a call of ``calls`` calls in a Python loop between two
+    synchronizations, read by the host clock (host and device together)."""
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t) / calls * 1e6
+
+
+def rotated_loops_us(
+    fns: dict[str, Callable[[], object]], calls: int, rounds: int, warmup: int
+) -> dict[str, tuple[float, float]]:  # fmt: skip
+    """A probe's numbers (notes/): {label: (best, median)} of :func:`loop_us` over ``rounds``
+    rounds, every function once a round and the order rotated each round (no loop always runs
+    first), after ``warmup`` calls of each."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    seen: dict[str, list[float]] = {label: [] for label in fns}
+    labels = list(fns)
+    for r in range(rounds):
+        for label in labels[r % len(labels) :] + labels[: r % len(labels)]:
+            seen[label].append(loop_us(fns[label], calls))
+    return {label: (round(min(xs), 2), round(sorted(xs)[len(xs) // 2], 2)) for label, xs in seen.items()}
+
+
 def calls_for(estimate_ms: float, target_ms: float, most: int = 1000) -> int:
     """How many calls one sample holds, so that it lasts about ``target_ms``."""
     return max(1, min(most, round(target_ms / max(estimate_ms, 1e-4))))

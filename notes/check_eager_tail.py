@@ -11,11 +11,12 @@ from __future__ import annotations
 import importlib
 import json
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, ".")
+
+from bench.timing import loop_us
 
 km = importlib.import_module("kernels.matmul")  # the package exports a function of this name
 
@@ -28,13 +29,8 @@ SHAPES = [(2944, 1792, 7424, torch.bfloat16, None, None), (6016, 768, 12800, tor
 
 
 def per_call(fn) -> float:
-    fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(CALLS):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t0) / CALLS * 1e6
+    fn()  # compiles; then bench.timing.loop_us (until 2026-12-04 the loop was written out here)
+    return loop_us(fn, CALLS)
 
 
 def main() -> None:

@@ -13,38 +13,22 @@ import io
 import json
 import pstats
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, ".")
 
+from bench.timing import rotated_loops_us
 from kernels.matmul import matmul
 
 CALLS = 2000
 ROUNDS = 5  # every function once per round, the order rotated: no loop always runs first
 
 
-def loop_us(fn) -> float:  # type: ignore[no-untyped-def]
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    for _ in range(CALLS):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t) / CALLS * 1e6
-
-
 def interleaved(fns: dict) -> dict:  # type: ignore[type-arg]
-    """{label: (best, median)} µs a call over ROUNDS rounds, each round every function in turn."""
-    for fn in fns.values():
-        for _ in range(50):
-            fn()
-    seen: dict[str, list[float]] = {label: [] for label in fns}
-    labels = list(fns)
-    for r in range(ROUNDS):
-        for label in labels[r % len(labels) :] + labels[: r % len(labels)]:
-            seen[label].append(loop_us(fns[label]))
-    return {label: (round(min(xs), 2), round(sorted(xs)[len(xs) // 2], 2)) for label, xs in seen.items()}
+    """{label: (best, median)} µs a call over ROUNDS rounds, each round every function in turn
+    (bench.timing.rotated_loops_us; until 2026-12-04 these loops were written out here)."""
+    return rotated_loops_us(fns, CALLS, ROUNDS, warmup=50)
 
 
 def main() -> None:
