@@ -696,30 +696,18 @@ def explain(c: CaseResult, peer: str) -> str | None:
 
 def idle_last_wave(c: CaseResult) -> float | None:
     """The share of the dispatch's kernel's time, at whole tiles, that its last wave leaves
-    idle: 1 - waves / ceil(waves), waves = output tiles / the run's SMs.  Where the dispatch
-    chose the autotuned kernel for a product under one wave of the persistent kernel's tiles
-    (on Hopper, every 16-bit one), the least idle share of either one-program-per-SM kernel's
-    tile: what a power-of-two tile can do there.  None where the dispatch chose another
-    kernel, or the run recorded no SM count."""
+    idle: 1 - waves / ceil(waves), waves = output tiles / the run's SMs; None where the
+    dispatch chose neither one-program-per-SM kernel or the run recorded no SM count."""
     ours = c.variants.get(OURS)
-    chosen = str(ours.meta.get("dispatch")) if ours is not None else None
-    if chosen not in (*WAVE_TILES, "autotuned"):
+    tile = WAVE_TILES.get(str(ours.meta.get("dispatch"))) if ours is not None else None
+    if tile is None:
         return None
     sms = c.run.env.get("gpu", {}).get("sm_count")
     if not isinstance(sms, int) or isinstance(sms, bool) or sms <= 0:
         return None
-    m, n = int(c.params["rows"]), int(c.params["cols"])
-
-    def idle(tile: tuple[int, int]) -> float:
-        tiles = -(-m // tile[0]) * -(-n // tile[1])
-        return 1 - tiles / sms / -(-tiles // sms)
-
-    if chosen != "autotuned":
-        return idle(WAVE_TILES[chosen])
-    persistent = WAVE_TILES["persistent"]
-    if -(-m // persistent[0]) * -(-n // persistent[1]) >= sms:
-        return None  # a wave or more: the autotuned kernel was not chosen for its wave
-    return min(idle(tile) for tile in WAVE_TILES.values())
+    tiles = -(-int(c.params["rows"]) // tile[0]) * -(-int(c.params["cols"]) // tile[1])
+    waves = tiles / sms
+    return 1 - waves / -(-tiles // sms)
 
 
 REASONS = {
@@ -784,12 +772,10 @@ REASONS = {
         "The output's tiles are not close to a whole number of waves over the SMs for the kernel the dispatch chose "
         "(128×256 tiles for the persistent kernel; 128×128 for the warp-specialized one, whose two consumers take "
         "them one at a time), so at whole tiles its last wave leaves a tenth of its time or more with SMs idle. "
-        "Under one wave of the persistent kernel's tiles the dispatch runs the autotuned kernel, and the reason is "
-        "given where neither tile comes within a tenth of a whole wave. The persistent kernel's split tail "
-        "recovers part of that where the dispatch chose it, at the cost of writing and summing fp32 partial "
-        "tiles. cuBLAS picks tiles that are not powers of two, which a Triton block cannot be: in "
-        "notes/2026-12-04f-probe-sub-wave-a60cfe0.log its kernels' names show 192×96 tiles at 1536³ (128 tiles "
-        "for 132 SMs), 192×192 at 3072³ and at 2304×2048×6144, and 128×216 at 3000×7168×3000.",
+        "The persistent kernel's split tail recovers part of that where the dispatch chose it, at the cost of "
+        "writing and summing fp32 partial tiles. cuBLAS picks among more tiles, some not powers of two, which a "
+        "Triton block cannot be: in notes/2026-12-04f-probe-sub-wave-a60cfe0.log its kernels' names show 192×192 "
+        "tiles at 3072³ and at 2304×2048×6144, and 128×216 at 3000×7168×3000.",
     ),
     "backward": (
         "backward products",

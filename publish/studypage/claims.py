@@ -4,13 +4,14 @@ written as the data hold it; a target whose case no run in force measured has no
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from markupsafe import Markup
 
 from contract import studies
 from publish.claims import Claim, sentence
-from publish.numbers import Num, Source
+from publish.numbers import FORMATS, Num, Source
 from publish.results import CaseResult
 from publish.studypage.common import NOT_INSTALLED, VERDICT_WORDS, cases_evidence, count, refusal
 from publish.studypage.spec import (
@@ -103,6 +104,14 @@ def _peer_absent(view: StudyView, found: list[CaseResult], peer: str | None) -> 
     return None
 
 
+def beside(x: Num, threshold: Num) -> Num:
+    """``x`` as a target shows it: with three decimals where two would read as the threshold
+    itself (0.977× missing 0.98× must not print as 0.98×)."""
+    if x.kind == "x" and FORMATS["x"](x.value) == FORMATS["x"](threshold.value) and x.value != threshold.value:
+        return dataclasses.replace(x, kind="x3")
+    return x
+
+
 def _at_least(view: StudyView, m: AtLeast) -> Evaluation:
     """Our speedup over the peer (its median over ours) at least the threshold."""
 
@@ -114,7 +123,7 @@ def _at_least(view: StudyView, m: AtLeast) -> Evaluation:
         x = seen.speedup(view.ours, m.peer)
         if x is None:
             return _not_measured(view, seen, m.peer), False
-        text = sentence("{x} ({verdict})", x=x, verdict=VERDICT_WORDS[view.outcome(seen, m.peer)])
+        text = sentence("{x} ({verdict})", x=beside(x, m.threshold), verdict=VERDICT_WORDS[view.outcome(seen, m.peer)])
         return text, x.value >= m.threshold.value
 
     return evaluate

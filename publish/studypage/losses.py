@@ -43,13 +43,14 @@ def reasons(view: StudyView) -> dict[str, tuple[str, Markup]]:
         "few-calls": (
             "few calls a sample",
             sentence(
-                "An eager-call loss measured with only a few calls a sample: the eager timer makes as many calls as "
-                "the device-time graph holds (at most 200), and a case of about a millisecond holds two or three. "
-                "The host's latency to the first kernel counts once a sample, so over a few calls it weighs heavily, "
-                "where a longer loop hides it behind the device. notes/probe_step_calls.py found it to be most of the "
-                "gap on the GEMM training step at 4096³ (over two calls a sample the gap to torch's step was several "
-                "times the gap over 64, where only the device's remained); elsewhere it has not been measured apart "
-                "from the host's work per call."
+                "An eager-call loss measured with at most four calls a sample on both sides: the eager timer makes as "
+                "many calls as the device-time graph holds (a sample lasts about a millisecond, so a case of a "
+                "quarter to half a millisecond holds two to four, and a cold case at least its input sets). A "
+                "difference in the host's latency to the first kernel, which a longer loop hides behind the device, "
+                "then counts once a sample, spread over those few calls. On the GEMM training step at 4096³ "
+                "notes/probe_step_calls.py found it to be most of the gap (over two calls a sample the gap to torch's "
+                "step was several times the gap over 64); elsewhere it has not been measured apart from the host's "
+                "work per call or a wait inside the call."
             ),
         ),
         "unexplained": ("not yet explained", sentence("We have no explanation yet; it is on the list.")),
@@ -57,15 +58,17 @@ def reasons(view: StudyView) -> dict[str, tuple[str, Markup]]:
     return out | {key: (label, sentence(text)) for key, (label, text) in view.spec.reasons.items()}
 
 
-# An eager loss off the device whose samples held at most this many calls is put down to the
-# first call's latency, not to host work per call (notes/probe_step_calls.py).
+# An eager loss off the device whose samples held at most this many calls, on both sides, is
+# labelled by that condition (the first call's latency weighs heavily there), not put down to
+# host work per call (notes/probe_step_calls.py).
 FEW_EAGER_CALLS = 4
 
 
 def why(view: StudyView, c: CaseResult, peer: str, resolved: bool, close: bool, eager: bool = False) -> str:
     """The kind of a loss: unresolved, host cost (an eager loss most of whose gap is not in the
-    device times; the first call's latency where ours held at most ``FEW_EAGER_CALLS`` calls a
-    sample), near the same bound, what the spec explains, or not yet explained.  ``c``
+    device times; "few calls a sample" where both sides held the same number of calls a
+    sample, at most ``FEW_EAGER_CALLS``), near the same bound, what the spec explains, or not
+    yet explained.  ``c``
     is the case's device-time result.  An eager loss where the device times differ by at
     least half as much as the eager calls do has the device's reason, resolved or not (a 1 ms
     product is not lost on its host work)."""
@@ -74,15 +77,22 @@ def why(view: StudyView, c: CaseResult, peer: str, resolved: bool, close: bool, 
     if eager:
         device = c.ratio(peer, view.ours)
         if device is None or _gap(c, peer, view.ours) < 0.5 * _gap(c.eager(), peer, view.ours):
-            ours = c.get(view.ours)
-            calls = ours.raw.get("eager_calls_per_sample") if ours is not None else None
-            few = isinstance(calls, int) and not isinstance(calls, bool) and 0 < calls <= FEW_EAGER_CALLS
-            return "few-calls" if few else "host"
+            return "few-calls" if _few_calls(c, peer, view.ours) else "host"
         close = device.lo >= 1 - view.spec.close.value / 100
     if close:
         return "close"
     explained = view.spec.explain(c, peer) if view.spec.explain is not None else None
     return explained or "unexplained"
+
+
+def _few_calls(c: CaseResult, peer: str, ours: str) -> bool:
+    # Both eager timings held the same number of calls a sample, at most FEW_EAGER_CALLS: with
+    # unequal counts a first-call latency weighs differently on the two, and explains nothing.
+    counts = [m.raw.get("eager_calls_per_sample") if m is not None else None for m in (c.get(ours), c.get(peer))]
+    first = counts[0]
+    if not isinstance(first, int) or isinstance(first, bool) or not 0 < first <= FEW_EAGER_CALLS:
+        return False
+    return counts[1] == first and not isinstance(counts[1], bool)
 
 
 def _gap(c: CaseResult, peer: str, ours: str) -> float:
