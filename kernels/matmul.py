@@ -1478,8 +1478,8 @@ def _one_copy_of_dz(
     # (an odd N: an LM head's dZ is [tokens, 50257]), each of which would copy it (823 MB at
     # 8192x50257 bf16, about 0.45 ms a copy).  Asked once per signature: both choices read
     # only dZ's layout and alignment, the shapes (K is a's columns), the dtype and the device,
-    # and answering costs 10-15 µs of host time per step at 127x255x65 on the GPU host
-    # (notes/probe_step_host.py), most of a training step's gap to torch's.
+    # and answering cost 10-15 µs of host time per step at 127x255x65 on the GPU host, about
+    # a quarter of the training step's gap to torch's there (notes/probe_step_host.py).
     key = (dz.get_device(), dz.dtype, dz.shape, dz.stride(), dz.data_ptr() % 16 == 0, a.shape[1], variant,
            precision)  # fmt: skip
     hit = _ONE_COPY.get(key)
