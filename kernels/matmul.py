@@ -1529,7 +1529,7 @@ class _MatmulFunction(torch.autograd.Function):
 # Function.apply without its Python wrapper (about 1.5 µs a call here, more on the GPU host:
 # a signature check and a pass over every argument for functorch's dead wrappers).  Only for
 # matmul's eager path, which runs outside functorch transforms (eager_path) and unwraps its
-# two operands itself.
+# tensors itself (a tensor leaked from a finished torch.func transform is still a wrapper).
 _apply_matmul = super(torch.autograd.Function, _MatmulFunction).apply
 _unwrap_if_dead = torch._C._functorch.unwrap_if_dead
 
@@ -1762,6 +1762,8 @@ def matmul(
     if eager_path(a, b, bias, residual):
         if grad:
             opts = (variant, epilogue, precision, config)
+            bias = bias if bias is None else _unwrap_if_dead(bias)
+            residual = residual if residual is None else _unwrap_if_dead(residual)
             return _apply_matmul(_unwrap_if_dead(a), _unwrap_if_dead(b), bias, residual, opts)
         return _forward(a, b, bias, residual, variant, epilogue, precision, config, False)[0]
     save_pre = epilogue == "bias_gelu" and grad

@@ -443,6 +443,82 @@ def test_the_backward_asks_for_one_copy_of_dz_per_layout(first, monkeypatch) -> 
     assert len(mm_module._ONE_COPY) == 3
 
 
+# Each pair of backward steps differs in one part of _ONE_COPY's key, and only the first runs
+# both products in a TMA kernel (by the variant asked for, by a patched dispatch, or for want
+# of rows), so only the first copies dZ, once; a cache that confused the two would copy the
+# second's dZ (1 copy instead of 0) or the first's twice (2 instead of 1).
+@pytest.mark.parametrize("part", ["m", "k", "variant", "precision", "dtype"])
+@pytest.mark.parametrize("tma_first", [True, False])
+def test_one_copy_of_dz_is_remembered_per_shape_k_variant_precision_and_dtype(part, tma_first, monkeypatch) -> None:
+    n = 63  # 126-byte rows of bf16 (252 of fp32): no dZ here is TMA-readable as it lies
+    monkeypatch.setattr(mm_module, "_ONE_COPY", {})
+    monkeypatch.setattr(mm_module, "_PREPARED", {})
+    rules = {
+        "k": lambda m, n, k, *r: "persistent" if 40 in (m, n, k) else "fixed",
+        "precision": lambda m, n, k, device, dtype, epilogue, precision, tma: (
+            "persistent" if precision == "tf32" else "fixed"
+        ),
+        "dtype": lambda m, n, k, device, dtype, *r: "persistent" if dtype == torch.bfloat16 else "fixed",
+    }
+    if part in rules:
+        monkeypatch.setattr(mm_module, "default_variant", rules[part])
+    bf16, fp16, fp32 = torch.bfloat16, torch.float16, torch.float32
+    calls = {  # (m, k, dtype, variant, precision): TMA first, not second
+        "m": [(24, 40, bf16, "persistent", None), (0, 40, bf16, "persistent", None)],
+        "k": [(24, 40, bf16, None, None), (24, 48, bf16, None, None)],
+        "variant": [(24, 40, bf16, "persistent", None), (24, 40, bf16, "fixed", None)],
+        "precision": [(24, 40, fp32, None, "tf32"), (24, 40, fp32, None, "ieee")],
+        "dtype": [(24, 40, bf16, None, None), (24, 40, fp16, None, None)],
+    }[part]
+    for i in [0, 1, 0] if tma_first else [1, 0, 1]:
+        m, k, dtype, variant, precision = calls[i]
+        a = randn((m, k), dtype, "1a").requires_grad_()
+        b = randn((k, n), dtype, "1b").requires_grad_()
+        dz = randn((m, n), dtype, "1dz")
+        copies = []
+        monkeypatch.setattr(mm_module, "tma_copy", lambda t, f=mm_module.tma_copy, c=copies: c.append(t.shape) or f(t))
+        torch.autograd.grad(matmul(a, b, variant=variant, precision=precision), (a, b), dz)
+        assert copies.count((m, n)) == (1 if i == 0 else 0), (part, calls[i], copies)
+    assert len(mm_module._ONE_COPY) == 2
+
+
+def test_one_copy_cache_starts_again_at_4096_signatures(monkeypatch) -> None:
+    monkeypatch.setattr(mm_module, "_ONE_COPY", {("filler", i): False for i in range(4095)})
+    a = randn((24, 40), torch.bfloat16, "2a").requires_grad_()
+    b = randn((40, 63), torch.bfloat16, "2b").requires_grad_()
+    torch.autograd.grad(matmul(a, b, variant="persistent"), (a, b), randn((24, 63), torch.bfloat16, "2dz"))
+    assert len(mm_module._ONE_COPY) == 0  # the 4096th signature cleared it
+
+
+def _dead_wrapper(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as seen inside a torch.func.grad that has since returned (a dead functorch wrapper)."""
+    leaked = []
+    torch.func.grad(lambda x: leaked.append(x) or (x * x).sum())(t)
+    assert torch._C._functorch.is_functorch_wrapped_tensor(leaked[0])
+    return leaked[0]
+
+
+@pytest.mark.parametrize("which", ["a", "b", "bias", "residual"])
+def test_a_tensor_leaked_from_a_finished_transform_is_read(which) -> None:
+    """A tensor leaked from a torch.func transform that has returned is still a functorch
+    wrapper: Function.apply unwraps such tensors, and matmul's eager autograd path (which
+    bypasses it) must unwrap every tensor it is given, or reading its data pointer fails."""
+    a, b = randn((8, 16), torch.float32, "da"), randn((16, 12), torch.float32, "db")
+    extra = {"bias": randn((12,), torch.float32, "dbias"), "residual": randn((8, 12), torch.float32, "dres")}
+    epilogue = which if which in extra else None
+    kw = {which: _dead_wrapper(extra[which].clone())} if epilogue else {}
+    a_in = _dead_wrapper(a.clone()) if which == "a" else a.clone().requires_grad_()
+    b_in = _dead_wrapper(b.clone()) if which == "b" else b.clone().requires_grad_()
+    c = matmul(a_in, b_in, precision="ieee", epilogue=epilogue, **kw)
+    assert not torch._C._functorch.is_functorch_wrapped_tensor(c)
+    want = a.double() @ b.double() + (extra[which].double() if epilogue else 0)
+    assert torch.allclose(c.double(), want, rtol=1e-5, atol=1e-5)
+    c.sum().backward()
+    live = b_in if which == "a" else a_in
+    grad = a.sum(0)[:, None].expand(16, 12) if which == "a" else b.sum(1)[None, :].expand(8, 16)
+    assert torch.allclose(live.grad, grad, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("variant", ["fixed", "persistent"])
 def test_grouping_changes_the_order_not_the_result(variant) -> None:
     a = randn((70, 40), torch.float16, "ga")  # 5 x 4 tiles of 16 x 32: groups of 4 and 8 differ

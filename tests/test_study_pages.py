@@ -517,3 +517,24 @@ def test_a_speedup_beside_its_threshold_shows_the_digit_that_decides() -> None:
     assert beside(Num(0.98, "x"), target).text() == "0.98×"
     assert beside(Num(0.9712, "x"), target).text() == "0.97×"
     assert beside(Num(1.02, "x"), target).text() == "1.02×"
+
+
+def test_matmul_few_calls_reason_only_for_host_losses_of_at_most_four_equal_calls(tmp_path) -> None:
+    """ "few calls a sample" marks an eager loss off the device whose two timings held the same
+    number of calls a sample, four at most; five calls is host cost, and a loss on the device
+    keeps the device's reason however few its calls."""
+    doc = synthstudies.matmul_doc(MM, "2026-12-01T00:00:00Z")
+    calls = {"fwd/bf16/4096x4096x4096/cold": 4, "fwd/bf16/4096x4096x4096/warm": 5, "fwd/bf16/8192x8192x8192/cold": 2}
+    for case in doc["cases"]:
+        if case["id"] in calls:
+            v = case["variants"]["triton"]
+            host = "/4096x" in case["id"]  # faster on the device, slow on the host; 8192³ slower on both
+            v["samples_us"] = [round(x * (0.9 if host else 1.06), 4) for x in v["samples_us"]]
+            v["eager_us"] = [round(x * (1.5 if host else 1.06), 4) for x in v["eager_us"]]
+            v["eager_calls_per_sample"] = case["variants"]["cublas"]["eager_calls_per_sample"] = calls[case["id"]]
+    rows = _table(_site(tmp_path, doc), "matmul-losses-eager")["rows"]
+    why = {(r["cells"]["case"]["text"], r["cells"]["peer"]["text"]): r["cells"]["why"]["text"] for r in rows}
+    cublas = "torch.mm (cuBLAS)"
+    assert why[("fwd/bf16/4096×4096×4096/cold", cublas)] == "few calls a sample"  # 4: the limit is included
+    assert why[("fwd/bf16/4096×4096×4096/warm", cublas)] == "host cost"  # 5
+    assert why[("fwd/bf16/8192×8192×8192/cold", cublas)] == "not yet explained"  # a device loss keeps its reason
