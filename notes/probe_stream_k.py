@@ -91,15 +91,24 @@ def plan(how: str) -> None:
     km._PREPARED.clear()
 
 
-def one(m: int, n: int, k: int, epilogue: str | None, g: torch.Generator, rng: random.Random, sms: int) -> None:
+def draw(
+    m: int, n: int, k: int, epilogue: str | None, g: torch.Generator, b_div: float = 1.0
+) -> tuple[torch.Tensor, torch.Tensor, dict[str, object]]:  # fmt: skip
+    """bf16 a [m, k], b [k, n] (over ``b_div``) and the epilogue's tensor as matmul's keyword
+    (probe_tail_waves.py shares this)."""
     bf = torch.bfloat16
     a = torch.randn((m, k), generator=g, device="cuda").to(bf)
-    b = torch.randn((k, n), generator=g, device="cuda").to(bf)
+    b = (torch.randn((k, n), generator=g, device="cuda") / b_div).to(bf)
     kw: dict[str, object] = {}
     if epilogue == "bias_gelu":
         kw = {"bias": torch.randn((n,), generator=g, device="cuda").to(bf)}
     elif epilogue == "residual":
         kw = {"residual": torch.randn((m, n), generator=g, device="cuda").to(bf)}
+    return a, b, kw
+
+
+def one(m: int, n: int, k: int, epilogue: str | None, g: torch.Generator, rng: random.Random, sms: int) -> None:
+    a, b, kw = draw(m, n, k, epilogue, g)
     ref = km.matmul(a, b, variant="warp_specialized", epilogue=epilogue, **kw).float()
     replays, errors, same = {}, {}, True
     plans = (
@@ -127,15 +136,24 @@ def one(m: int, n: int, k: int, epilogue: str | None, g: torch.Generator, rng: r
          us=us)  # fmt: skip
 
 
-def main() -> None:
-    g = torch.Generator(device="cuda").manual_seed(0)
-    rng = random.Random(0)
+def run_shapes(shapes: list, one: Callable[..., None], seed: int, after: Callable[[], None] = lambda: None) -> None:  # type: ignore[type-arg]
+    """``one(m, n, k, epilogue, generator, rng, sms)`` for each shape, seeded; a failing shape
+    is a row with its error, not the end of the probe; ``after`` runs after each shape
+    (probe_tail_waves.py shares this loop)."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    rng = random.Random(seed)
     sms = km.sm_count(torch.device("cuda"))
-    for m, n, k, epilogue in SHAPES:
+    for m, n, k, epilogue in shapes:
         try:
             one(m, n, k, epilogue, g, rng, sms)
         except Exception as e:  # one failing shape must not lose the others
             emit(shape=f"{m}x{n}x{k}", epilogue=epilogue, error=repr(e)[:2000])
+        finally:
+            after()
+
+
+def main() -> None:
+    run_shapes(SHAPES, one, seed=0)
 
 
 if __name__ == "__main__":

@@ -51,14 +51,7 @@ def plan(max_waves: int) -> None:
 
 
 def one(m: int, n: int, k: int, epilogue: str | None, g: torch.Generator, rng: random.Random, sms: int) -> None:
-    bf = torch.bfloat16
-    a = torch.randn((m, k), generator=g, device="cuda").to(bf)
-    b = (torch.randn((k, n), generator=g, device="cuda") / k**0.5).to(bf)
-    kw: dict[str, object] = {}
-    if epilogue == "bias_gelu":
-        kw = {"bias": torch.randn((n,), generator=g, device="cuda").to(bf)}
-    elif epilogue == "residual":
-        kw = {"residual": torch.randn((m, n), generator=g, device="cuda").to(bf)}
+    a, b, kw = base.draw(m, n, k, epilogue, g, b_div=k**0.5)
     ref = km.matmul(a, b, variant="warp_specialized", epilogue=epilogue, **kw).float()
     replays, errors, same = {}, {}, True
     for name, variant, waves in (("whole tiles", "persistent", 0), ("split tail", "persistent", 1000),
@@ -84,16 +77,8 @@ def one(m: int, n: int, k: int, epilogue: str | None, g: torch.Generator, rng: r
 
 
 def main() -> None:
-    g = torch.Generator(device="cuda").manual_seed(2)
-    rng = random.Random(2)
-    sms = km.sm_count(torch.device("cuda"))
-    for m, n, k, epilogue in SHAPES:
-        try:
-            one(m, n, k, epilogue, g, rng, sms)
-        except Exception as e:  # one failing shape must not lose the others
-            base.emit(shape=f"{m}x{n}x{k}", epilogue=epilogue, error=repr(e)[:2000])
-        finally:
-            plan(PRODUCTION)
+    # the loop of probe_stream_k.py (until 2026-12-04 written out here again, as it ran at a99058f)
+    base.run_shapes(SHAPES, one, seed=2, after=lambda: plan(PRODUCTION))
 
 
 if __name__ == "__main__":
