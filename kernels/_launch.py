@@ -42,8 +42,13 @@ else:  # pragma: no cover - CPU machines never take the fast path
         raise RuntimeError("no CUDA device")
 
 
-# Whether the current CUDA stream is capturing a graph (False without CUDA).
-capturing = torch.cuda.is_current_stream_capturing if torch.cuda.is_available() else (lambda: False)
+# Whether the current CUDA stream is capturing a graph (False without CUDA):
+# torch.cuda.is_current_stream_capturing without its Python wrapper, as current_device below.
+capturing = (
+    getattr(torch._C, "_cuda_isCurrentStreamCapturing", torch.cuda.is_current_stream_capturing)
+    if torch.cuda.is_available()
+    else (lambda: False)
+)
 
 # The current CUDA device's index, as torch.cuda.current_device() returns it, without its
 # Python wrapper (about 1 µs a call); -1 without CUDA.

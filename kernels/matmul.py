@@ -678,6 +678,17 @@ INTERPRETER_CONFIG = TileConfig(32, 32, 32, 2, 1, 4)
 # the output has tiles is what split-K is for.
 SPLIT_K_MAX_M = 128  # decode-like: at most this many rows ...
 SPLIT_K_MIN_K = 8192  # ... a deep K ...
+# ... or, for a call captured in a CUDA graph (where no host time is paid per call), 16-bit, at
+# most SPLIT_K_GRAPH_MAX_M rows and K from SPLIT_K_GRAPH_MIN_K.  Split-K's second launch and
+# workspace cost host time that an eager call pays and a graph replay does not: over the
+# stored runs since split-K's tile was last changed (20261204T045154Z on, notes/score_decode_rule.py),
+# split-K forced ran 1.3-1.8x ahead of the autotuned kernel on the device at 1, 16 and 64 x
+# 4096x4096 (warm and cold) and level or behind at 128 rows, while the eager call of split-K
+# ran up to 1.87x behind (38.0 against 23.9 µs at fp16 16x4096x4096 cold, run
+# matmul-20261204T190851Z-a7194ad).  Fitted on the studied shapes only; the held-out decode
+# shapes scored after: device regret 1.027 geomean (was 1.071), none worse than now.
+SPLIT_K_GRAPH_MAX_M = 64
+SPLIT_K_GRAPH_MIN_K = 4096
 MAX_SPLITS = 16
 # ... and an output of at most half a wave of split-K's tiles: with more, one split a tile is
 # all a wave holds, and split-K is the autotuned kernel plus a second launch.  At 11008x8192
@@ -821,15 +832,17 @@ def default_config(
 
 def default_variant(
     m: int, n: int, k: int, device: torch.device, dtype: torch.dtype = torch.bfloat16, epilogue: str | None = None,
-    precision: str | None = None, tma: bool = True,
+    precision: str | None = None, tma: bool = True, captured: bool = False,
 ) -> str:  # fmt: skip
     """The variant ``matmul(variant=None)`` runs for an ``[m, k] @ [k, n]`` product on ``device``
     (``precision``: float32's, ``"tf32"`` or ``"ieee"``; ``tma``: whether the warp-specialized
-    kernel can run, :func:`ws_eligible`: 16-bit operands on Hopper).
+    kernel can run, :func:`ws_eligible`: 16-bit operands on Hopper; ``captured``: whether the
+    call is being captured in a CUDA graph, whose replays pay no host time per call).
 
     - Decode-like (at most ``SPLIT_K_MAX_M`` rows): ``split_k`` where K is at least
-      ``SPLIT_K_MIN_K`` and split-K's tiles (:func:`split_config`) fill at most
-      ``SPLIT_K_MAX_WAVE`` of a wave, else ``autotuned``.
+      ``SPLIT_K_MIN_K`` (captured, 16-bit and at most ``SPLIT_K_GRAPH_MAX_M`` rows: at least
+      ``SPLIT_K_GRAPH_MIN_K``; the constants' comment gives the runs) and split-K's tiles
+      (:func:`split_config`) fill at most ``SPLIT_K_MAX_WAVE`` of a wave, else ``autotuned``.
     - IEEE float32: ``autotuned`` (FMA, not tensor cores: no TMA pipeline to feed; it ran 1.9x
       ahead of the persistent kernel at 1024³ and 7% at 4096³, run
       matmul-20261203T144707Z-e7a7746).
@@ -878,7 +891,9 @@ def default_variant(
     sms = sm_count(device)
     if m <= SPLIT_K_MAX_M:  # decode-like: the weight's read is the cost, not the tiles' arithmetic
         tiles = cdiv(m, split_config(m, dtype).block_m) * cdiv(n, SPLIT_K_BLOCK_N)
-        return "split_k" if k >= SPLIT_K_MIN_K and tiles <= SPLIT_K_MAX_WAVE * sms else "autotuned"
+        graph = captured and m <= SPLIT_K_GRAPH_MAX_M and dtype != torch.float32
+        deep = k >= (SPLIT_K_GRAPH_MIN_K if graph else SPLIT_K_MIN_K)
+        return "split_k" if deep and tiles <= SPLIT_K_MAX_WAVE * sms else "autotuned"
     index = device.index if device.index is not None else current_device()
     if _capability(index)[0] != 9:
         return "autotuned"
@@ -908,12 +923,16 @@ def default_variant(
     return "persistent"
 
 
-def dispatch(a: torch.Tensor, b: torch.Tensor, epilogue: str | None = None, precision: str | None = None) -> str:
+def dispatch(
+    a: torch.Tensor, b: torch.Tensor, epilogue: str | None = None, precision: str | None = None,
+    captured: bool = False,
+) -> str:  # fmt: skip
     """The variant ``matmul(a, b, variant=None, ...)`` runs: :func:`default_variant` at these
     operands' shapes, with whether the warp-specialized kernel can run them
-    (:func:`ws_eligible`).  The sweep records this, so its record is the call's own choice."""
+    (:func:`ws_eligible`), called eagerly or (``captured``) while a CUDA graph is captured.
+    The sweep records both, so its record is the call's own choice under each timer."""
     (m, k), n = a.shape, b.shape[1]
-    return default_variant(m, n, k, a.device, a.dtype, epilogue, precision, ws_eligible(a, b))
+    return default_variant(m, n, k, a.device, a.dtype, epilogue, precision, ws_eligible(a, b), captured)
 
 
 @functools.cache
@@ -1172,9 +1191,12 @@ def _run(
     """Launch ``variant`` (``None``: :func:`default_variant`'s, chosen once per key) for ``out =
     epilogue(a @ b)`` (M, N ≥ 1) on GPU ``index`` (-1: the CPU); ``pre`` receives z for bias_gelu."""
     cacheable = _recording is None
+    # A decode shape's choice depends on whether the call is being captured in a CUDA graph
+    # (default_variant): asked only where it can matter, a few hundred ns of host time.
+    captured = variant is None and a.shape[0] <= SPLIT_K_MAX_M and capturing()
     if cacheable:
         key = (index, variant, epilogue, precision, config, a.shape, a.stride(), b.shape, b.stride(), a.dtype,
-               b.dtype, a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0, out.data_ptr() % 16 == 0)  # fmt: skip
+               b.dtype, a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0, out.data_ptr() % 16 == 0, captured)  # fmt: skip
         if pre is not None or bias is not None or residual is not None:
             key += (_signature(pre), _signature(bias), _signature(residual))
         hit = _PREPARED.get(key)
@@ -1194,7 +1216,14 @@ def _run(
                           coop=plan is not None)  # fmt: skip
             return
     if variant is None:  # in the prepared launch's key as None: a hit skips this choice
-        variant = dispatch(a, b, epilogue, precision)
+        variant = dispatch(a, b, epilogue, precision, captured)
+        if cacheable and not captured and a.shape[0] <= SPLIT_K_MAX_M:
+            in_graph = dispatch(a, b, epilogue, precision, True)
+            if in_graph != variant:
+                # No kernel module may load while a graph is captured (cuModuleLoadData is
+                # refused), so the first eager calls, the warm-up before a capture, also run
+                # what a captured call would launch; the eager choice then overwrites ``out``.
+                _run(a, b, out, pre, bias, residual, in_graph, epilogue, precision, config, index)
     copies = (False, False)
     if variant in ("persistent", "warp_specialized") and a.shape[1] > 0 and _tma_available(index):
         copies = _tma_copies(a, b)

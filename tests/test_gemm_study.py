@@ -135,3 +135,22 @@ def test_evidence_that_cannot_be_read_is_recorded_beside_the_meta(monkeypatch) -
     assert meta["variant"] == "default dispatch" and "evidence_error" in meta
     assert isinstance(meta["dispatch"], str)
     _validate_meta(_Checker("test"), meta, "meta")  # what a run file accepts
+
+
+def test_the_default_records_its_choice_under_each_timer(monkeypatch) -> None:
+    """A decode shape's default runs one variant in a captured graph (the device time) and
+    another eagerly: the meta records both, and the evidence is read from the graph's choice
+    for a forward product (a training step's backward products are inspected as called)."""
+    monkeypatch.setattr(mm, "_dispatch", lambda case, captured: "split_k" if captured else "autotuned")
+    inspected = []
+    monkeypatch.setattr(mm, "_evidence", lambda case, forced, config: inspected.append(forced) or {})
+    for direction in ("fwd", "fwd+bwd"):
+        case = _case(16, 4096, 4096, direction=direction)
+        meta = next(v for v in STUDY.variants(case) if v.name == "triton").meta(case)
+        assert meta["dispatch"] == "split_k" and meta["dispatch_eager"] == "autotuned"
+        _validate_meta(_Checker("test"), meta, "meta")  # what a run file accepts
+    assert inspected == ["split_k", None]
+    monkeypatch.setattr(mm, "_dispatch", lambda case, captured: "autotuned")
+    case = _case(16, 4096, 4096)
+    next(v for v in STUDY.variants(case) if v.name == "triton").meta(case)
+    assert inspected[-1] is None  # one choice: inspected as the default call makes it

@@ -8,6 +8,7 @@ the small odd shapes here still span several tiles, several K steps and a ragged
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
@@ -455,7 +456,7 @@ def test_one_copy_of_dz_is_remembered_per_shape_k_variant_precision_and_dtype(pa
     monkeypatch.setattr(mm_module, "_PREPARED", {})
     rules = {
         "k": lambda m, n, k, *r: "persistent" if 40 in (m, n, k) else "fixed",
-        "precision": lambda m, n, k, device, dtype, epilogue, precision, tma: (
+        "precision": lambda m, n, k, device, dtype, epilogue, precision, tma, captured=False: (
             "persistent" if precision == "tf32" else "fixed"
         ),
         "dtype": lambda m, n, k, device, dtype, *r: "persistent" if dtype == torch.bfloat16 else "fixed",
@@ -869,19 +870,58 @@ def test_common_call_shortcut_accepts_only_what_the_full_check_accepts(monkeypat
     assert accepted == (24 if interpreter else 0)  # 3 variants x (2 half dtypes x 3 precisions + fp32 x 2)
 
 
+def test_decode_choice_follows_graph_capture(monkeypatch) -> None:
+    # A decode shape runs one variant eagerly and another when captured in a CUDA graph
+    # (default_variant's ``captured``).  The first eager call also runs the captured choice, so
+    # its kernels are loaded before any capture (no module may load during one), and the eager
+    # choice's result is what it returns; a captured call is a key of its own.
+    monkeypatch.setattr(mm_module, "_PREPARED", {})
+    ran = []
+    real_prepare = mm_module._prepare
+    monkeypatch.setattr(mm_module, "_prepare", lambda *args: ran.append(args[6]) or real_prepare(*args))
+    monkeypatch.setattr(
+        mm_module, "default_variant", lambda *args: "split_k" if args[8] else "fixed"
+    )  # fmt: skip
+    a, b = randn((13, 200), torch.bfloat16, "graph"), randn((200, 9), torch.bfloat16, "graph2")
+    want = reference(a, b)
+    assert_close(matmul(a, b), want, torch.bfloat16, "first eager call")
+    assert ran == ["split_k", "fixed"]  # the graph's choice first, then the eager one's over it
+    assert_close(matmul(a, b), want, torch.bfloat16, "second eager call")
+    assert ran == ["split_k", "fixed"]  # both prepared: nothing chosen or prepared again
+    monkeypatch.setattr(mm_module, "capturing", lambda: True)
+    assert_close(matmul(a, b), want, torch.bfloat16, "captured call")
+    assert ran == ["split_k", "fixed", "split_k"]  # a key of its own, no second warm-up
+    matmul(a, b)
+    assert ran == ["split_k", "fixed", "split_k"]
+    assert {key[-1] for key in mm_module._PREPARED if key[1] is None} == {False, True}
+
+    def asked() -> bool:
+        raise AssertionError("asked whether capturing where the answer cannot matter")
+
+    monkeypatch.setattr(mm_module, "capturing", asked)
+    matmul(a, b, variant="fixed")  # an explicit variant
+    matmul(randn((129, 200), torch.bfloat16, "graph3"), b)  # more rows than decode
+
+
 def test_default_variant_is_chosen_once_per_call_signature(monkeypatch) -> None:
     # The choice sits in the prepared launch's key as None: later calls of one signature skip
     # it (host time), a new signature or an explicit variant chooses anew.
     monkeypatch.setattr(mm_module, "_PREPARED", {})  # its own cache: the patched choice must not outlive the test
     chosen = []
     real = mm_module.default_variant
-    monkeypatch.setattr(mm_module, "default_variant", lambda *args: chosen.append(args[:3]) or real(*args))
+    monkeypatch.setattr(mm_module, "default_variant", lambda *args: chosen.append((*args[:3], args[8])) or real(*args))
     a, b = randn((13, 24), torch.bfloat16, "once"), randn((24, 9), torch.bfloat16, "once2")
     for _ in range(3):
         assert_close(matmul(a, b), reference(a, b), torch.bfloat16, "default")
-    assert chosen == [(13, 9, 24)]
+    # a decode shape's first call also asks what a captured call would run (test below)
+    assert chosen == [(13, 9, 24, False), (13, 9, 24, True)]
     matmul(a[:7], b)
-    assert chosen == [(13, 9, 24), (7, 9, 24)]
+    assert chosen == [(13, 9, 24, False), (13, 9, 24, True), (7, 9, 24, False), (7, 9, 24, True)]
+    chosen.clear()
+    a = randn((129, 24), torch.bfloat16, "once3")
+    for _ in range(2):
+        matmul(a, b)
+    assert chosen == [(129, 9, 24, False)]  # not decode: one choice
     monkeypatch.setattr(mm_module, "default_variant", lambda *args: "split_k")
     out = matmul(a[:5], b)  # a new signature runs what the (patched) choice says, split-K here
     assert_close(out, reference(a[:5], b), torch.bfloat16, "patched choice")
@@ -1262,8 +1302,20 @@ def test_ws_default_dispatch(monkeypatch) -> None:
     # float32's split-K tile is 64 rows: 128 rows are two rows of tiles, 132 tiles at N = 8448
     assert default_variant(128, 8448, 8192, dev, torch.float32, None, "tf32") == "autotuned"
     assert default_variant(64, 8448, 8192, dev, torch.float32, None, "tf32") == "split_k"
-    assert default_variant(16, 4096, 4096, dev) == "autotuned"  # K = 4096: one launch did better
+    assert default_variant(16, 4096, 4096, dev) == "autotuned"  # K = 4096 eagerly: one launch's host cost
     assert default_variant(128, 14336, 4096, dev) == "autotuned"
+    # captured in a CUDA graph (no host cost a call): 16-bit, up to 64 rows, from K = 4096
+    graph = functools.partial(default_variant, tma=True, captured=True)
+    assert graph(16, 4096, 4096, dev) == "split_k"
+    assert graph(64, 4096, 4096, dev, torch.float16) == "split_k"
+    assert graph(1, 8448, 4096, dev) == "split_k"  # 66 tiles: half a wave
+    assert graph(1, 8576, 4096, dev) == "autotuned"  # 67
+    assert graph(65, 4096, 4096, dev) == "autotuned"  # more rows: K from 8192 as eagerly
+    assert graph(16, 4096, 4095, dev) == "autotuned"  # a K under 4096
+    assert graph(16, 4096, 4096, dev, torch.float32, None, "tf32") == "autotuned"  # 16-bit only
+    assert graph(1, 14336, 4096, dev) == "autotuned"  # 112 tiles
+    assert graph(128, 4096, 14336, dev) == "split_k"  # as eagerly
+    assert graph(4096, 4096, 4096, dev) == "warp_specialized"  # not decode: capture changes nothing
     monkeypatch.setattr(mm_module, "_capability", lambda index: (8, 0))
     assert default_variant(4096, 4096, 4096, dev, torch.bfloat16, "bias_gelu") == "autotuned"
 

@@ -447,6 +447,34 @@ def test_ws_in_a_cuda_graph() -> None:
     assert not torch.equal(got, want)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_decode_captured_after_one_eager_warm_up(dtype) -> None:
+    """A decode shape runs split-K when captured and the autotuned kernel eagerly; one eager
+    call before the capture (the usual warm-up, on a side stream) must leave split-K's
+    kernels loaded, or the capture fails (no module may load while a stream captures).  The
+    replay computes the product with the new operands, through split-K's launches."""
+    m, n, k = 16, 4096, 4096
+    assert default_variant(m, n, k, torch.device("cuda"), dtype, captured=True) == "split_k"
+    assert default_variant(m, n, k, torch.device("cuda"), dtype) == "autotuned"
+    a, b = randn((m, k), dtype, 160), randn((k, n), dtype, 161, scale=0.05)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        eager = matmul(a, b)
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    assert_close(eager, reference(a, b), dtype, "eager")
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        got = matmul(a, b)
+    a.copy_(randn((m, k), dtype, 162))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_close(got, reference(a, b), dtype, "replay with new a")
+    captured = [hit for key, hit in mm_module._PREPARED.items() if key[1] is None and key[5] == (m, k) and key[14]]
+    assert captured and all(hit[0] is mm_module._SPLIT for hit in captured)
+
+
 # Operands TMA cannot read as they lie: a vocabulary projection's odd N, a K that is not a
 # multiple of 8, every dimension odd (kernels.matmul.tma_copy).
 UNALIGNED = [(1000, 50257, 768), (2048, 4096, 4100), (3001, 4001, 5001)]

@@ -410,6 +410,47 @@ def test_matmul_dispatch_regret_is_scored_on_held_out_shapes_under_the_newest_ru
     assert floor["pairs"]["value"] == 0 and floor["median"]["text"] == "—" and "no case" in floor["median"]["note"]
 
 
+def test_matmul_regret_scores_each_timer_by_its_own_choice(tmp_path) -> None:
+    """A decode shape runs split-K in a captured graph and the autotuned kernel eagerly (the
+    run records both choices): the device regret scores split-K against the device times,
+    the eager regret the autotuned kernel against the eager times, and the variants table
+    names both.  Here split-K is fastest on the device and slowest in eager calls (its second
+    launch), so scoring either timer with the other's choice would show a regret."""
+    doc = synthstudies.matmul_doc(MM, "2026-12-01T00:00:00Z", fwd={"bf16": ((16, 4096, 4096), (4096, 4096, 4096))},
+                                  step=(), epilogues=())  # fmt: skip
+    for case in doc["cases"]:
+        if case["id"].startswith("fwd/bf16/16x4096x4096/"):
+            v = case["variants"]
+            v["triton"]["meta"] = {**v["triton"]["meta"], "dispatch": "split_k", "dispatch_eager": "autotuned"}
+            base = {k: list(v["triton-split-k"][k]) for k in ("samples_us", "eager_us")}
+            factors = {"triton-split-k": (1.0, 2.0), "triton-autotuned": (1.3, 1.0), "triton": (1.0, 1.0)}
+            for name in v:
+                if name.startswith("triton"):  # the other forced variants slow on both timers
+                    device, eager = factors.get(name, (3.0, 3.0))
+                    v[name]["samples_us"] = [round(x * device, 4) for x in base["samples_us"]]
+                    v[name]["eager_us"] = [round(x * eager, 4) for x in base["eager_us"]]
+    out = _site(tmp_path, doc)
+    html = (out / "matmul.html").read_text()
+    _clean(html)
+    assert _status(html, "dispatch-regret-studied") == "holds"
+    assert _status(html, "dispatch-regret-studied-eager") == "holds"
+    variants = {(r["cells"]["case"]["text"], r["cells"]["l2"]["text"]): r["cells"] for r in
+                _table(out, "matmul-variants")["rows"]}  # fmt: skip
+    cell = variants[("Forward, bf16, 16×4096×4096", "cold")]["dispatch"]["text"]
+    assert cell == "split_k in a graph, autotuned eager"
+    regrets = {(r["cells"]["case"]["text"], r["cells"]["l2"]["text"]): r["cells"] for r in
+               _table(out, "matmul-regret")["rows"]}  # fmt: skip
+    assert regrets[("Forward, bf16, 16×4096×4096", "cold")]["regret"]["text"] == "chose the fastest"
+    # a device time not timed by graph replay ran the eager choice: scored as such
+    for case in doc["cases"]:
+        if case["id"].startswith("fwd/bf16/16x4096x4096/"):
+            case["variants"]["triton"]["timer"] = "cuda-events"
+    out = _site(tmp_path / "events", doc)
+    html = (out / "matmul.html").read_text()
+    assert _status(html, "dispatch-regret-studied") == "contradicted"
+    assert "where Triton, split-K forced ran 1.30× faster than the choice (autotuned)" in _words(html)
+
+
 def test_matmul_runs_without_a_recorded_rule_score_no_regret(tmp_path) -> None:
     doc = synthstudies.matmul_doc(MM, "2026-12-01T00:00:00Z", step=(), epilogues=())
     for case in doc["cases"]:
@@ -453,7 +494,7 @@ def test_matmul_gelu_epilogue_loss_names_its_cause() -> None:
 
     def case(op: str) -> SimpleNamespace:
         params = {"op": op, "direction": "fwd", "dtype": "bf16", "rows": 8192, "cols": 8192, "k": 8192}
-        ours = SimpleNamespace(meta={"matrix_path": "wgmma", "spills": [0]})
+        ours = SimpleNamespace(meta={"matrix_path": "wgmma", "spills": [0]}, raw={"timer": "cuda-graph"})
         return SimpleNamespace(params=params, variants={OURS: ours}, flops=2 * 8192**3)
 
     assert explain(case("mm_bias_gelu"), "cublaslt-bias-gelu") == "gelu-epilogue"

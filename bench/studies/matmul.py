@@ -131,7 +131,11 @@ TUNED_ON = [(1536, 1536, 1536), (3072, 3072, 3072), (2000, 5120, 5120), (4096, 1
 # ahead, just past its margin); the
 # warp-specialized kernel's K tail, 4480x5120x3000 (5.3 waves, 3 ways) and 2432x6912x7000
 # (whole tiles at 3.9 waves); and 7424x3072x6144 (5.3 waves, 3 ways: the warp-specialized
-# kernel's side).
+# kernel's side).  An eleventh, decode, chosen on 2026-12-04 (twenty-first session) before the
+# rule for captured calls (kernels.matmul.SPLIT_K_GRAPH_MIN_K, fitted on studied shapes from
+# the stored runs by notes/score_decode_rule.py) ran on any of it: split-K's side in a graph
+# at 32x5120x4096, 4x3584x4608 and 48x6144x5120; the autotuned kernel's, above its rows
+# (80x4096x5120) and below its K (12x2560x3072).
 HELD_OUT = [(2560, 2560, 2560), (6144, 6144, 2048), (12288, 1536, 1536),
             (4096, 32001, 1024), (48, 5120, 13824), (8, 8192, 28672),
             (24, 3584, 18944), (100, 7168, 18432), (2, 2560, 9728), (16, 9216, 8192),
@@ -142,7 +146,8 @@ HELD_OUT = [(2560, 2560, 2560), (6144, 6144, 2048), (12288, 1536, 1536),
             (7040, 768, 14336), (2688, 1792, 7168), (3840, 1280, 9728), (4352, 1280, 12288),
             (2944, 2048, 9216), (5504, 1024, 10240), (2688, 2048, 12288), (5632, 1024, 4096),
             (6016, 4352, 10240), (4864, 5376, 7168), (7424, 5888, 5120), (6784, 4608, 10240), (7552, 3584, 12288),
-            (2176, 2560, 7168), (4480, 5120, 3000), (2432, 6912, 7000), (7424, 3072, 6144)]  # fmt: skip
+            (2176, 2560, 7168), (4480, 5120, 3000), (2432, 6912, 7000), (7424, 3072, 6144),
+            (32, 5120, 4096), (4, 3584, 4608), (48, 6144, 5120), (80, 4096, 5120), (12, 2560, 3072)]  # fmt: skip
 EPILOGUES = {"mm_bias": "bias", "mm_bias_gelu": "bias_gelu", "mm_residual": "residual"}  # op -> our epilogue
 QUICK = {
     ("fwd", "bf16"): [(127, 255, 65), (4096, 4096, 4096), (8192, 8192, 8192), (16, 4096, 4096)],
@@ -365,11 +370,12 @@ def _read_evidence(case: Params, forced: str | None, config: dict[str, int] | No
     return out
 
 
-def _dispatch(case: Params) -> str | None:
-    """The variant the default dispatch runs for this case's operands on this GPU: asked of
-    ``kernels.matmul.dispatch`` with operands laid out as :meth:`inputs` lays them (fresh,
-    row-major; uninitialised: only their shapes, strides and alignment count), so a choice
-    that depends on TMA reading them is the one the call makes."""
+def _dispatch(case: Params, captured: bool) -> str | None:
+    """The variant the default dispatch runs for this case's operands on this GPU, in a
+    captured CUDA graph (``captured``: what the device timer replays) or called eagerly:
+    asked of ``kernels.matmul.dispatch`` with operands laid out as :meth:`inputs` lays them
+    (fresh, row-major; uninitialised: only their shapes, strides and alignment count), so a
+    choice that depends on TMA reading them is the one the call makes."""
     if not torch.cuda.is_available():
         return None
     try:
@@ -377,7 +383,7 @@ def _dispatch(case: Params) -> str | None:
         device = torch.device("cuda", torch.cuda.current_device())
         dtype = DTYPES[case["dtype"]]
         a, b = torch.empty(m, k, device=device, dtype=dtype), torch.empty(k, n, device=device, dtype=dtype)
-        return str(_km().dispatch(a, b, EPILOGUES.get(case["op"]), PRECISION.get(case["dtype"])))
+        return str(_km().dispatch(a, b, EPILOGUES.get(case["op"]), PRECISION.get(case["dtype"]), captured))
     except Exception as exc:  # recorded, not raised: meta never stops a case
         return f"unknown ({type(exc).__name__})"
 
@@ -399,11 +405,15 @@ def _ours_meta(forced: str | None, group_m: int | None = None) -> Callable[[Para
             "precision": PRECISION.get(case["dtype"]),
             **_config_meta(config),
         }
+        inspect = forced
         if forced is None:
-            head["dispatch"] = _dispatch(case)
+            head["dispatch"] = _dispatch(case, captured=True)  # what a graph replay (the device time) runs
+            head["dispatch_eager"] = _dispatch(case, captured=False)  # what the eager calls run
             head["held_out"] = held_out(case)  # the page scores the dispatch on these apart
             head["dispatch_rule"] = _dispatch_rule()
-        return head | _evidence(case, forced, config)
+            if case["direction"] == "fwd" and head["dispatch"] != head["dispatch_eager"] and head["dispatch"] in FORCED:
+                inspect = head["dispatch"]  # the evidence of what the device time ran (compiled_kernels is eager)
+        return head | _evidence(case, inspect, config)
 
     return meta
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from publish.claims import Claim, sentence
 from publish.numbers import Num, definition
-from publish.results import CaseResult
+from publish.results import CaseResult, Measurement
 from publish.studypage.claims import eager_flips, pairwise
 from publish.studypage.common import DEVICE_TIME, cases_evidence, count, l2_cell, meta_num, refusal, time_or_why
 from publish.studypage.spec import (
@@ -235,12 +235,26 @@ def rule_status(c: CaseResult, newest: str | None) -> str | None:
     return None if found == newest else "another"
 
 
-def dispatch_choice(c: CaseResult) -> tuple[str | None, str | None, str | None]:
-    """(the variant the dispatch ran, as recorded; the variant whose time stands for it: its
-    forced twin where timed, else the default itself; the fastest forced variant), each None
-    where the run has no time for it."""
-    ours = c.variants.get(OURS)
-    chosen = ours.meta.get("dispatch") if ours is not None else None
+def chosen_variant(ours: Measurement | None, eager: bool = False) -> str | None:
+    """The variant the default dispatch ran under one timer, as the run recorded it: in the
+    graph replays of the device time (``dispatch``) or in the eager calls (``eager``:
+    ``dispatch_eager``; a decode shape's choice depends on whether the call is captured, see
+    ``kernels.matmul.default_variant``).  A run before that record made one choice for both,
+    and so does a device time not timed by graph replay (the harness's ``timer``)."""
+    if ours is None:
+        return None
+    graph = ours.raw.get("timer", "cuda-graph") == "cuda-graph"
+    found = ours.meta.get("dispatch_eager" if eager or not graph else "dispatch")
+    if found is None:
+        found = ours.meta.get("dispatch")
+    return str(found) if found else None
+
+
+def dispatch_choice(c: CaseResult, eager: bool = False) -> tuple[str | None, str | None, str | None]:
+    """(the variant the dispatch ran, as recorded, under the device timer or ``eager``; the
+    variant whose time stands for it: its forced twin where timed, else the default itself;
+    the fastest forced variant), each None where the run has no time for it."""
+    chosen = chosen_variant(c.variants.get(OURS), eager)
     twin = "triton-" + str(chosen).replace("_", "-") if chosen else None
     stand = twin if twin in FORCED and c.get(twin) is not None else OURS if c.get(OURS) is not None else None
     timed = [v for v in FORCED if c.get(v) is not None]
@@ -265,6 +279,9 @@ def _dispatch_cell(c: CaseResult, newest: str | None) -> Text:
     status = rule_status(c, newest)
     if chosen is None:
         return Text("not recorded")
+    eager = chosen_variant(c.variants.get(OURS), eager=True)
+    if eager is not None and eager != chosen:  # a decode shape: split-K's second launch costs host time
+        chosen = f"{chosen} in a graph, {eager} eager"
     if status is None:
         return Text(chosen, f"under dispatch rule {newest}, the newest run's")
     shown = "another rule" if status == "another" else f"rule {status}"
@@ -596,12 +613,12 @@ def _regret_claim(view: StudyView, rs: RegretSet, found: tuple[str, CaseResult],
     newest, source = found
     scored = []
     for c, stand, fastest in rs.scored:
-        if eager:  # the same cases through their eager samples: the fastest by the eager call
+        if eager:  # the same cases through their eager samples: the eager call's choice and the fastest by it
             if not c.eager_measured:
                 continue
             c = c.eager()
-            fastest = dispatch_choice(c)[2]
-            if c.get(stand) is None or fastest is None:
+            _, stand, fastest = dispatch_choice(c, eager=True)
+            if stand is None or c.get(stand) is None or fastest is None:
                 continue
         scored.append((c, stand, fastest))
     if not scored:
@@ -627,7 +644,7 @@ def _regret_claim(view: StudyView, rs: RegretSet, found: tuple[str, CaseResult],
             case=worst.case_id,
             fastest=view.label(fastest),
             x=worst.speedup(fastest, stand),
-            chosen=dispatch_choice(worst)[0] or view.label(stand),
+            chosen=dispatch_choice(worst, eager)[0] or view.label(stand),
         )
     text += sentence("; resolved regrets over {line}: {o}", o=Num(len(over), "count"), line=REGRET_LINE)
     if rs.unscored:
@@ -699,7 +716,7 @@ def idle_last_wave(c: CaseResult) -> float | None:
     idle: 1 - waves / ceil(waves), waves = output tiles / the run's SMs; None where the
     dispatch chose neither one-program-per-SM kernel or the run recorded no SM count."""
     ours = c.variants.get(OURS)
-    tile = WAVE_TILES.get(str(ours.meta.get("dispatch"))) if ours is not None else None
+    tile = WAVE_TILES.get(str(chosen_variant(ours)))
     if tile is None:
         return None
     sms = c.run.env.get("gpu", {}).get("sm_count")
