@@ -95,6 +95,20 @@ def _name(kernel: Any) -> str:
     return type(kernel).__name__
 
 
+def _tile(kernel: Any) -> str | None:
+    """The tile a kernel was compiled for, "BMxBNxBK, S stages, W warps", where its constexprs
+    name BLOCK_M, BLOCK_N and BLOCK_K (every Triton GEMM here; the autotuner's choice is
+    otherwise not recorded, and it can differ from one process to the next); else None."""
+    try:
+        src = kernel.src
+        names = src.fn.arg_names
+        consts = {names[key[0]] if isinstance(key, tuple) else key: value for key, value in src.constants.items()}
+        tile = "x".join(str(int(consts[f"BLOCK_{d}"])) for d in "MNK")
+        return f"{tile}, {int(kernel.metadata.num_stages)} stages, {int(kernel.metadata.num_warps)} warps"
+    except Exception:
+        return None
+
+
 def _sass(kernel: Any) -> tuple[str | None, str]:
     """(SASS text or None, "ok" or why there is none)."""
     try:
@@ -116,13 +130,15 @@ def _sass(kernel: Any) -> tuple[str | None, str]:
 
 def kernel_evidence(kernels: Iterable[Any]) -> dict[str, Any]:
     """What the kernels one call launched are made of: per kernel, in launch order, its
-    name, registers per thread, spilled registers, shared memory in bytes, and its SASS
+    name, registers per thread, spilled registers, shared memory in bytes, its tile
+    (:func:`_tile`, None where it names none), and its SASS
     instruction counts; and ``sass`` ("ok", or why the counts are missing).  Never raises;
     an empty list (Triton's interpreter compiles nothing) says so in ``evidence``."""
     found = list(kernels)
     if not found:
         return {"kernels": 0, "evidence": "no compiled kernel (the Triton interpreter, or nothing launched)"}
-    out: dict[str, Any] = {"kernels": len(found), "kernel_names": [], "regs": [], "spills": [], "smem_bytes": []}
+    out: dict[str, Any] = {"kernels": len(found), "kernel_names": [], "regs": [], "spills": [], "smem_bytes": [],
+                           "tiles": []}  # fmt: skip
     counts = {k: [] for k in ("instructions", *FAMILIES)}
     why: list[str] = []
     for kernel in found:
@@ -134,6 +150,7 @@ def kernel_evidence(kernels: Iterable[Any]) -> dict[str, Any]:
         except Exception:  # a kernel object without metadata
             shared = None
         out["smem_bytes"].append(shared)
+        out["tiles"].append(_tile(kernel))
         text, status = _sass(kernel)
         if text is None:
             why.append(status)

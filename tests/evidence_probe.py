@@ -23,20 +23,20 @@ from bench import evidence
 
 
 @triton.jit
-def dot_kernel(a_ptr, b_ptr, c_ptr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    rm, rn, rk = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, BK)
-    a = tl.load(a_ptr + rm[:, None] * BK + rk[None, :])
-    b = tl.load(b_ptr + rk[:, None] * BN + rn[None, :])
-    tl.store(c_ptr + rm[:, None] * BN + rn[None, :], tl.dot(a, b))
+def dot_kernel(a_ptr, b_ptr, c_ptr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    rm, rn, rk = tl.arange(0, BLOCK_M), tl.arange(0, BLOCK_N), tl.arange(0, BLOCK_K)
+    a = tl.load(a_ptr + rm[:, None] * BLOCK_K + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * BLOCK_N + rn[None, :])
+    tl.store(c_ptr + rm[:, None] * BLOCK_N + rn[None, :], tl.dot(a, b))
 
 
 def main() -> None:
-    signature = {"a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*fp32", "BM": "constexpr", "BN": "constexpr",
-                 "BK": "constexpr"}  # fmt: skip
+    signature = {"a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*fp32", "BLOCK_M": "constexpr",
+                 "BLOCK_N": "constexpr", "BLOCK_K": "constexpr"}  # fmt: skip
     out = {}
     for capability in (90, 80):
         kernel = triton.compile(
-            ASTSource(fn=dot_kernel, signature=signature, constexprs={"BM": 64, "BN": 64, "BK": 64}),
+            ASTSource(fn=dot_kernel, signature=signature, constexprs={"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 16}),
             target=GPUTarget("cuda", capability, 32),
             options={"num_warps": 4},
         )

@@ -99,6 +99,24 @@ def test_kernel_evidence_per_kernel_in_launch_order() -> None:
     assert ev["regs"] == [168, 32] and ev["spills"] == [0, 0] and ev["smem_bytes"] == [196608, 0]
     assert ev["sass_hgmma"] == [2, 0] and ev["sass_hmma"] == [0, 0]
     assert ev["sass"] == "ok" and ev["matrix_path"] == "wgmma"
+    assert ev["tiles"] == [None, None]  # these name no tile
+    _valid_meta(ev)
+
+
+def test_the_tile_a_kernel_was_compiled_for() -> None:
+    # Triton's compiled kernel keeps its source: the constexprs by argument position (as the
+    # JIT passes them) or by name, and the metadata's stages and warps.
+    fn = SimpleNamespace(arg_names=["a_ptr", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"])
+    kernel = _kernel("_mm_tuned_body", _Asm(TRITON_SASS))
+    kernel.src = SimpleNamespace(fn=fn, constants={(1,): 16, (2,): 64, (3,): 128, (4,): 8})
+    kernel.metadata = SimpleNamespace(shared=61440, num_stages=4, num_warps=4)
+    named = _kernel("k", _Asm(TRITON_SASS))
+    named.src = SimpleNamespace(fn=fn, constants={"BLOCK_M": 128, "BLOCK_K": 64, "BLOCK_N": 256})
+    named.metadata = SimpleNamespace(shared=0, num_stages=3, num_warps=8)
+    partial = _kernel("k", _Asm(TRITON_SASS))
+    partial.src = SimpleNamespace(fn=fn, constants={(1,): 16, (2,): 64})  # no BLOCK_K
+    ev = evidence.kernel_evidence([kernel, named, partial])
+    assert ev["tiles"] == ["16x64x128, 4 stages, 4 warps", "128x256x64, 3 stages, 8 warps", None]
     _valid_meta(ev)
 
 
@@ -143,4 +161,5 @@ def test_real_triton_sass_for_hopper_and_ampere() -> None:
     assert hopper["sass_hmma"] == [0] and hopper["smem_bytes"][0] > 0
     assert ampere["matrix_path"] == "mma.sync" and ampere["sass_hmma"][0] > 0 and ampere["sass_hgmma"] == [0]
     assert ampere["sass_ldsm"][0] > 0  # mma.sync's operands come through registers
+    assert hopper["tiles"] == ampere["tiles"] == ["64x32x16, 3 stages, 4 warps"]  # Triton's default stages
     _valid_meta(hopper)
