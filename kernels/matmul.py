@@ -669,24 +669,28 @@ SPLIT_K_BLOCK_N = 128
 INTERPRETER_CONFIG = TileConfig(32, 32, 32, 2, 1, 4)
 
 # Default dispatch thresholds, from the GEMM study's runs on the H200.  Split-K only where K is
-# deep: at K = 4096 (weights 4096x4096 and 14336x4096, M = 1 to 128, run
-# matmul-20261201T072628Z-ebbf780, split-K's tile before SPLIT_K_CONFIG; not timed again since)
-# the autotuned kernel's device time was within 7% of split-K's at M = 1 and ahead at every
-# other M (up to 1.5x at M = 128), and it is one launch
-# where split-K is two and a workspace (an eager call's host cost: 16.5 µs against 47 on the
-# host of notes/2026-12-03-probe-mm-host-6608a6e.log).  A deep K read by as few programs as
-# the output has tiles is what split-K is for.
+# deep: a deep K read by as few programs as the output has tiles is what split-K is for, and it
+# is two launches and a workspace where the autotuned kernel is one.  At K = 4096 with split-K's
+# tile before SPLIT_K_CONFIG (run matmul-20261201T072628Z-ebbf780) the autotuned kernel's
+# device time was within 7% of split-K's at M = 1 and ahead at every other M; with the
+# current tile, see below.
 SPLIT_K_MAX_M = 128  # decode-like: at most this many rows ...
 SPLIT_K_MIN_K = 8192  # ... a deep K ...
-# ... or, for a call captured in a CUDA graph (where no host time is paid per call), 16-bit, at
-# most SPLIT_K_GRAPH_MAX_M rows and K from SPLIT_K_GRAPH_MIN_K.  Split-K's second launch and
-# workspace cost host time that an eager call pays and a graph replay does not: over the
-# stored runs since split-K's tile was last changed (20261204T045154Z on, notes/score_decode_rule.py),
-# split-K forced ran 1.3-1.8x ahead of the autotuned kernel on the device at 1, 16 and 64 x
-# 4096x4096 (warm and cold) and level or behind at 128 rows, while the eager call of split-K
-# ran up to 1.87x behind (38.0 against 23.9 µs at fp16 16x4096x4096 cold, run
-# matmul-20261204T190851Z-a7194ad).  Fitted on the studied shapes only; the held-out decode
-# shapes scored after: device regret 1.027 geomean (was 1.071), none worse than now.
+# ... or, for a call captured in a CUDA graph (whose replays pay no host time a call), 16-bit,
+# at most SPLIT_K_GRAPH_MAX_M rows and K from SPLIT_K_GRAPH_MIN_K.  Stored runs with the
+# current tile (from 20261204T045154Z: 11 runs, notes/score_decode_rule.py) timed it at K = 4096
+# in three (matmul-20261204T051531Z-a14ec25, -190851Z-a7194ad, -191440Z-a7194ad): against the
+# autotuned kernel, split-K ran 1.02-1.81x ahead on the device at 1, 16 and 64 x 4096x4096
+# (cold 1.02-1.35x; the autotuned kernel's own time moved from run to run with its choice of
+# tile) and 0.77-1.00x at 128 rows, while its eager call ran 1.42-2.21x behind at every one of
+# those cells (its second launch and workspace: 43.8 against 19.8 µs at bf16 16x4096x4096 cold,
+# run -191440Z).  The studied decode shapes have K = 4096 or 14336 and M = 1, 16, 64 or 128, so
+# they leave K anywhere from 4097 down to 65 and the rows anywhere from 64 to 127: the rule takes
+# the lowest K and the most rows they show split-K ahead at.  Of the held-out decode shapes
+# (scored by the same script, their results in view), only 40x3072x5120 changes choice, to
+# split-K (regret 1.31-1.60x before, none after; the page had already reported it); the row
+# cap leaves 120x1536x6144's (1.24-1.32x) as it was.  The eleventh held-out set
+# (bench/studies/matmul.py) was chosen to test these bounds before any run of them.
 SPLIT_K_GRAPH_MAX_M = 64
 SPLIT_K_GRAPH_MIN_K = 4096
 MAX_SPLITS = 16

@@ -11,7 +11,9 @@ Both timers are scored: device time (graph replay, what a captured decode step p
 eager time (one Python call after another, what an eager loop pays; split-K launches two
 kernels and takes a workspace per call).  Shapes are split as the sweep splits them: studied
 (the rule may be fitted to them) and held out (``meta.held_out``: their timings must not set
-the rule; they only check it).
+the rule; they only check it).  ``held_out`` is the flag each run recorded: held out from the
+rule in force then, and scored here with the results in view, so not a blind test of a rule
+fitted now.  Every cell (shape, dtype, L2) counts once, however many runs timed it (1 to 5).
 
 A rule is a function ``(m, n, k, dtype) -> "split_k" | "autotuned"`` under the wave bound
 the dispatch keeps (split-K only where its tiles fill at most half a wave).
@@ -87,6 +89,8 @@ def votes() -> list[dict]:
             c, v = case["case"], case["variants"]
             if c.get("op") != "mm" or c["direction"] != "fwd" or c["rows"] > SPLIT_K_MAX_M:
                 continue
+            if c["dtype"] not in ("bf16", "fp16"):  # the rules here are for 16-bit operands
+                continue
             split, tuned, ours = v.get("triton-split-k"), v.get("triton-autotuned"), v.get("triton", {})
             if not split or not tuned or not split.get("samples_us") or not tuned.get("samples_us"):
                 continue
@@ -117,6 +121,8 @@ def summary(r: dict[tuple, float], held_out: bool) -> str:
     xs = [x for key, x in r.items() if key[0] is held_out]
     if not xs:
         return "none"
+    if max(xs) <= 1.0:
+        return f"{len(xs)} cases, geomean regret 1.000, no regret"
     worst = max(r, key=lambda key: r[key] if key[0] is held_out else 0)
     shape = f"{worst[1]} {worst[2]}x{worst[3]}x{worst[4]} {worst[5]}"
     return (

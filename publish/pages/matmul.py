@@ -671,7 +671,14 @@ def regret_summary(view: StudyView) -> dict[str, Any] | None:
         "unscored_held_out": count(len(held.unscored), held.unscored, "held-out products not scored"),
         "unscored_studied": count(len(studied.unscored), studied.unscored, "studied products not scored"),
         "scored_held_out": len(held.scored),
+        # runs that recorded the eager choice apart (the rule that depends on graph capture)
+        "graph_rule_runs": len({c.run.run_id for c in forced_cases(view) if _records_eager_choice(c)}),
     }
+
+
+def _records_eager_choice(c: CaseResult) -> bool:
+    ours = c.variants.get(OURS)
+    return ours is not None and "dispatch_eager" in ours.meta
 
 
 # ----------------------------------------------------------------------------- losses
@@ -752,10 +759,11 @@ REASONS = {
         "weight-read bound",
         "A decode-like product reads the whole weight for a few rows: the time is the weight's read, and how evenly "
         "it is spread over the SMs decides it (the decode table's % copy), not the tile's arithmetic or its matrix "
-        "instruction. Split-K spreads it; the dispatch takes split-K only where K is 8192 or more and its tiles "
+        "instruction. Split-K spreads it; an eager call takes split-K only where K is 8192 or more and its tiles "
         "fill at most half the GPU, since below that depth its second launch and workspace cost an eager call "
-        "more than it saves on the device (the decode table's split-K column shows what it would give; each run "
-        "file holds every forced variant's eager times).",
+        "more than it saves on the device; a call captured in a CUDA graph, which pays no host time, takes it from "
+        "a K of 4096 at up to 64 rows (the decode table's split-K column shows what it would give; each run file "
+        "holds every forced variant's eager times).",
     ),
     "small": (
         "launch-bound",
