@@ -1196,7 +1196,7 @@ def _run(
     epilogue(a @ b)`` (M, N ≥ 1) on GPU ``index`` (-1: the CPU); ``pre`` receives z for bias_gelu."""
     cacheable = _recording is None
     # A decode shape's choice depends on whether the call is being captured in a CUDA graph
-    # (default_variant): asked only where it can matter, a few hundred ns of host time.
+    # (default_variant): asked (one call into torch's C++) only where the answer can matter.
     captured = variant is None and a.shape[0] <= SPLIT_K_MAX_M and capturing()
     if cacheable:
         key = (index, variant, epilogue, precision, config, a.shape, a.stride(), b.shape, b.stride(), a.dtype,
