@@ -451,6 +451,31 @@ def test_matmul_regret_scores_each_timer_by_its_own_choice(tmp_path) -> None:
     assert "where Triton, split-K forced ran 1.30× faster than the choice (autotuned)" in _words(html)
 
 
+def test_matmul_evidence_shows_the_compiled_tile_where_a_run_recorded_it(tmp_path, mm_site) -> None:
+    """Runs that record each kernel's tile (bench/evidence.py) get a Tile column, a variant
+    without one a dash that says why; run-file text is escaped (so the page's own leftovers
+    check does not apply here); runs without tiles get no column at all."""
+    assert "tile" not in {c["key"] for c in _table(mm_site, "matmul-evidence")["columns"]}
+    doc = synthstudies.matmul_doc(MM, "2026-12-01T00:00:00Z", fwd={"bf16": ((16, 4096, 4096), (4096, 4096, 4096))},
+                                  step=(), epilogues=())  # fmt: skip
+    for case in doc["cases"]:
+        v = case["variants"]
+        v["triton-autotuned"]["meta"]["tiles"] = ["16x64x128, 4 stages, 4 warps"]
+        if "triton-split-k" in v:
+            v["triton-split-k"]["meta"]["tiles"] = ["16x128x64, 6 stages, 4 warps", None]  # a kernel naming none
+        v["triton-fixed"]["meta"]["tiles"] = ["128x128x64 & <2 stages>"]  # run-file text: escaped
+    out = _site(tmp_path, doc)
+    html = (out / "matmul.html").read_text()
+    assert "<2 stages>" not in html and "128x128x64 &amp; &lt;2 stages&gt;" in html
+    evidence = _table(out, "matmul-evidence")
+    assert [c["key"] for c in evidence["columns"]][:5] == ["case", "variant", "time", "tflops", "tile"]
+    by = {(r["cells"]["case"]["text"], r["cells"]["variant"]["text"]): r["cells"] for r in evidence["rows"]}
+    assert by[("bf16 16×4096×4096", "Triton, autotuned forced")]["tile"]["text"] == "16x64x128, 4 stages, 4 warps"
+    split = by[("bf16 16×4096×4096", "Triton, split-K forced")]["tile"]
+    assert split["text"] == "—" and "not recorded" in split["note"]
+    assert by[("bf16 4096×4096×4096", "Triton (ours, default dispatch)")]["tile"]["text"] == "—"
+
+
 def test_matmul_runs_without_a_recorded_rule_score_no_regret(tmp_path) -> None:
     doc = synthstudies.matmul_doc(MM, "2026-12-01T00:00:00Z", step=(), epilogues=())
     for case in doc["cases"]:

@@ -117,6 +117,17 @@ def _order(c: CaseResult) -> tuple[Any, ...]:
     return (list(OPS).index(op) if op in OPS else len(OPS), c.params["direction"], rank, c.dims, c.params["l2"])
 
 
+def _tiles(c: CaseResult, variant: str) -> list[str] | None:
+    """The tiles the variant's kernels were compiled for, as the sweep read them (the meta's
+    ``tiles``; the autotuner's choice can differ from one run to the next), None where any
+    is missing."""
+    m = c.variants.get(variant)
+    tiles = m.meta.get("tiles") if m is not None else None
+    if not isinstance(tiles, list) or not tiles or not all(isinstance(t, str) and t for t in tiles):
+        return None
+    return [str(t) for t in tiles]
+
+
 def evidence_table(view: StudyView) -> Table | None:
     """Every Triton variant of every cold case: its time, TFLOP/s, and what its compiled code
     is made of (read from the kernels by the sweep)."""
@@ -144,6 +155,8 @@ def evidence_table(view: StudyView) -> Table | None:
         ),
         Column("path", "Path", "which matrix instruction the code uses", numeric=False),
     ]
+    if any(_tiles(c, v) is not None for c, v in rows):  # recorded by runs from commit b5dfd30 on (bench/evidence.py)
+        cols.insert(4, Column("tile", "Tile", "BLOCK_M×BLOCK_N×BLOCK_K, stages, warps, as compiled", numeric=False))
     table = Table(
         "matmul-evidence",
         "Every Triton variant: its time and what the compiled code is made of (cold L2; instruction counts are "
@@ -167,6 +180,13 @@ def evidence_table(view: StudyView) -> Table | None:
             "setmaxreg": meta_num(c, v, "sass_setmaxreg"),
             "path": Text(matrix_path(c, v)),
         }
+        if cols[4].key == "tile":
+            tiles = _tiles(c, v)
+            row["tile"] = (
+                Text(" + ".join(tiles), "the tile each kernel of the call was compiled for")
+                if tiles
+                else (Text("—", "not recorded (a run before the tile was recorded, or a kernel naming no tile)"))
+            )
         table.rows.append(row)
     return table
 
