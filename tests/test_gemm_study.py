@@ -154,3 +154,37 @@ def test_the_default_records_its_choice_under_each_timer(monkeypatch) -> None:
     case = _case(16, 4096, 4096)
     next(v for v in STUDY.variants(case) if v.name == "triton").meta(case)
     assert inspected[-1] is None  # one choice: inspected as the default call makes it
+
+
+def test_dispatch_is_asked_as_each_timer_runs(monkeypatch) -> None:
+    # kills B7: _dispatch passes ``captured`` on to kernels.matmul.dispatch
+    km = mm._km()
+    asked = []
+    monkeypatch.setattr(
+        km,
+        "dispatch",
+        lambda a, b, epilogue, precision, captured=False: (
+            asked.append((tuple(a.shape), tuple(b.shape), epilogue, captured))
+            or ("split_k" if captured else "autotuned")
+        ),
+    )
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    real_empty = torch.empty
+    monkeypatch.setattr(
+        torch, "empty", lambda *shape, device=None, dtype=None: real_empty(*shape, device="meta", dtype=dtype)
+    )
+    case = _case(16, 4096, 4096, op="mm_bias")
+    assert mm._dispatch(case, captured=True) == "split_k"
+    assert mm._dispatch(case, captured=False) == "autotuned"
+    assert asked == [((16, 4096), (4096, 4096), "bias", True), ((16, 4096), (4096, 4096), "bias", False)]
+
+
+def test_an_unreadable_captured_choice_is_not_inspected(monkeypatch) -> None:
+    # kills B5: only a forced variant's name may replace the inspected call
+    monkeypatch.setattr(mm, "_dispatch", lambda case, captured: "unknown (RuntimeError)" if captured else "autotuned")
+    inspected = []
+    monkeypatch.setattr(mm, "_evidence", lambda case, forced, config: inspected.append(forced) or {})
+    case = _case(16, 4096, 4096)
+    next(v for v in STUDY.variants(case) if v.name == "triton").meta(case)
+    assert inspected == [None]

@@ -31,6 +31,7 @@ from kernels.matmul import (
     _matmul_op,
     compiled_kernels,
     default_variant,
+    dispatch,
     matmul,
     split_count,
 )
@@ -1513,3 +1514,67 @@ def test_ws_kernel_compiles_for_hopper_with_partitions_wgmma_and_tma() -> None:
     # schedule (both read each stage), one in ping-pong (each stage belongs to one tile).
     for name, r in reports.items():
         assert r["barrier_counts"] == ([1, 2] if "coop" in name else [1]), (name, r["barrier_counts"])
+
+
+def test_dispatch_is_eager_unless_told_captured(monkeypatch) -> None:
+    # kills X2: dispatch()'s own default must be the eager choice (a caller that does not say is eager)
+    monkeypatch.setattr(mm_module, "default_variant", lambda *args: "split_k" if args[8] else "autotuned")
+    a, b = torch.empty(16, 4096, dtype=torch.bfloat16), torch.empty(4096, 4096, dtype=torch.bfloat16)
+    assert dispatch(a, b) == "autotuned"
+    assert dispatch(a, b, captured=True) == "split_k"
+
+
+@pytest.mark.parametrize("m", [13, 128])  # 128: the last decode row count (kills R1, R8)
+def test_decode_warm_up_and_capture_at_every_decode_row_count(monkeypatch, m) -> None:
+    monkeypatch.setattr(mm_module, "_PREPARED", {})
+    ran = []
+    real_prepare = mm_module._prepare
+    monkeypatch.setattr(mm_module, "_prepare", lambda *args: ran.append(args[6]) or real_prepare(*args))
+    monkeypatch.setattr(mm_module, "default_variant", lambda *args: "split_k" if args[8] else "fixed")
+    a, b = randn((m, 40), torch.bfloat16, "edge"), randn((40, 9), torch.bfloat16, "edge2")
+    matmul(a, b)
+    assert ran == ["split_k", "fixed"]  # the warm-up runs wherever the two choices differ
+    monkeypatch.setattr(mm_module, "capturing", lambda: True)
+    assert_close(matmul(a, b), reference(a, b), torch.bfloat16, "captured")
+    assert ran == ["split_k", "fixed", "split_k"]  # the captured call is a key of its own
+
+
+def test_decode_warm_up_prepares_what_the_captured_call_launches(monkeypatch) -> None:
+    # kills R13, R14 (and a warm-up that drops bias/residual): the warm-up must load the very
+    # kernel the capture will launch -- same epilogue, precision and epilogue operands.
+    monkeypatch.setattr(mm_module, "_PREPARED", {})
+    ran = []
+    real_prepare = mm_module._prepare
+
+    def spy(a, b, out, pre, bias, residual, variant, epilogue, precision, config, index):
+        ran.append((variant, epilogue, precision, bias is not None))
+        return real_prepare(a, b, out, pre, bias, residual, variant, epilogue, precision, config, index)
+
+    monkeypatch.setattr(mm_module, "_prepare", spy)
+    monkeypatch.setattr(mm_module, "default_variant", lambda *args: "split_k" if args[8] else "fixed")
+    a, b = randn((13, 40), torch.float32, "wu"), randn((40, 9), torch.float32, "wu2")
+    bias = randn((9,), torch.float32, "wu3")
+    matmul(a, b, epilogue="bias", bias=bias, precision="tf32")
+    assert ran == [("split_k", "bias", "tf32", True), ("fixed", "bias", "tf32", True)]
+
+
+def test_compiled_kernels_runs_only_the_eager_choice(monkeypatch) -> None:
+    # kills R6: compiled_kernels() (the sweep's evidence) must record the call's own kernels,
+    # not the capture warm-up's as well
+    monkeypatch.setattr(mm_module, "_PREPARED", {})
+    ran = []
+    real_prepare = mm_module._prepare
+    monkeypatch.setattr(mm_module, "_prepare", lambda *args: ran.append(args[6]) or real_prepare(*args))
+    monkeypatch.setattr(mm_module, "default_variant", lambda *args: "split_k" if args[8] else "fixed")
+    compiled_kernels(randn((13, 40), torch.bfloat16, "ck"), randn((40, 9), torch.bfloat16, "ck2"), variant=None)
+    assert ran == ["fixed"]
+
+
+def test_a_captured_call_chooses_once(monkeypatch) -> None:
+    # kills R7: a captured call asks only the captured choice (no eager warm-up check during capture)
+    monkeypatch.setattr(mm_module, "_PREPARED", {})
+    chosen = []
+    monkeypatch.setattr(mm_module, "default_variant", lambda *args: chosen.append(args[8]) or "fixed")
+    monkeypatch.setattr(mm_module, "capturing", lambda: True)
+    matmul(randn((13, 40), torch.bfloat16, "c1"), randn((40, 9), torch.bfloat16, "c2"))
+    assert chosen == [True]

@@ -9,12 +9,14 @@ import html as htmllib
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import synthruns
 import synthstudies
 
 from contract import studies
+from publish.pages.matmul import chosen_variant
 from publish.site import build
 
 RMS = "rmsnorm-20261201T000000Z-aaaaaaa"
@@ -604,3 +606,45 @@ def test_matmul_few_calls_reason_only_for_host_losses_of_at_most_four_equal_call
     assert why[("fwd/bf16/4096×4096×4096/cold", cublas)] == "few calls a sample"  # 4: the limit is included
     assert why[("fwd/bf16/4096×4096×4096/warm", cublas)] == "host cost"  # 5
     assert why[("fwd/bf16/8192×8192×8192/cold", cublas)] == "not yet explained"  # a device loss keeps its reason
+
+
+def test_matmul_chosen_variant_by_timer_and_run_age() -> None:
+    def ours(timer, **meta):
+        return SimpleNamespace(meta=meta, raw={} if timer is None else {"timer": timer})
+
+    both = {"dispatch": "split_k", "dispatch_eager": "autotuned"}
+    assert chosen_variant(None) is None and chosen_variant(None, eager=True) is None  # P17
+    assert chosen_variant(ours("cuda-graph", **both)) == "split_k"
+    assert chosen_variant(ours("cuda-graph", **both), eager=True) == "autotuned"
+    assert chosen_variant(ours("cuda-events", **both)) == "autotuned"  # not a graph replay: the eager choice
+    assert chosen_variant(ours(None, **both)) == "split_k"  # P1: no timer recorded reads as graph replay
+    # a run before ``dispatch_eager``: its one choice stands for both timers (P5)
+    assert chosen_variant(ours("cuda-graph", dispatch="persistent"), eager=True) == "persistent"
+    assert chosen_variant(ours("cuda-events", dispatch="persistent")) == "persistent"
+    assert chosen_variant(ours("cuda-graph")) is None  # P15: nothing recorded, not "None"
+    assert chosen_variant(ours("cuda-graph", dispatch=None, dispatch_eager=None), eager=True) is None
+
+
+def test_matmul_eager_regret_names_the_eager_choice(tmp_path) -> None:
+    # kills P11: the eager claim's largest regret names the choice the eager call made
+    import synthstudies
+    from test_study_pages import MM, _site, _status, _words
+
+    doc = synthstudies.matmul_doc(MM, "2026-12-01T00:00:00Z", fwd={"bf16": ((16, 4096, 4096), (4096, 4096, 4096))},
+                                  step=(), epilogues=())  # fmt: skip
+    for case in doc["cases"]:
+        if case["id"].startswith("fwd/bf16/16x4096x4096/"):
+            v = case["variants"]
+            v["triton"]["meta"] = {**v["triton"]["meta"], "dispatch": "split_k", "dispatch_eager": "autotuned"}
+            base = {k: list(v["triton-split-k"][k]) for k in ("samples_us", "eager_us")}
+            factors = {"triton-split-k": (1.0, 2.0), "triton-autotuned": (1.3, 1.5), "triton-fixed": (3.0, 1.0),
+                       "triton": (1.0, 1.0)}  # fmt: skip
+            for name in v:
+                if name.startswith("triton"):
+                    device, eager = factors.get(name, (3.0, 3.0))
+                    v[name]["samples_us"] = [round(x * device, 4) for x in base["samples_us"]]
+                    v[name]["eager_us"] = [round(x * eager, 4) for x in base["eager_us"]]
+    html = (_site(tmp_path, doc) / "matmul.html").read_text()
+    assert _status(html, "dispatch-regret-studied") == "holds"
+    assert _status(html, "dispatch-regret-studied-eager") == "contradicted"
+    assert "where Triton, fixed tile forced ran 1.50× faster than the choice (autotuned)" in _words(html)
