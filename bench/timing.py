@@ -97,6 +97,19 @@ def interleaved_us(fns: dict[str, Callable[[], object]], calls: int, rounds: int
     return times
 
 
+def graphed(fn: Callable[[], object], calls: int) -> Callable[[], None]:
+    """A probe's replay (notes/): ``fn`` called once eagerly (it compiles, and loads what it
+    launches), then ``calls`` calls of it captured in one CUDA graph; returns the graph's
+    ``replay`` (time it with :func:`interleaved_us`, a sample being ``calls`` calls)."""
+    fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    return graph.replay
+
+
 def loop_us(fn: Callable[[], object], calls: int) -> float:
     """A probe's number (notes/): µs a call of ``calls`` calls in a Python loop between two
     synchronizations, read by the host clock (host and device together)."""

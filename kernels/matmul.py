@@ -539,17 +539,17 @@ def _finish_split_tail(
                 EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC, C_I32)  # fmt: skip
 
 
-@triton.jit(do_not_specialize=["M", "N", "K", "k_per_split", "s_am", "s_ak", "s_bk", "s_bn"])
-def _mm_split_kernel(
-    a_ptr, b_ptr, ws_ptr, M: tl.int64, N: tl.int64, K: tl.int64, k_per_split: tl.int64,
-    s_am: tl.int64, s_ak: tl.int64, s_bk: tl.int64, s_bn: tl.int64,
+@triton.jit
+def _split_partial(
+    a_ptr, b_ptr, M, N, K, k_per_split, s_am, s_ak, s_bk, s_bn,
     A_LAYOUT: tl.constexpr, B_LAYOUT: tl.constexpr, A_VEC: tl.constexpr, B_VEC: tl.constexpr,
     M_VEC: tl.constexpr, C_VEC: tl.constexpr, K_VEC: tl.constexpr, EVEN_K: tl.constexpr,
     PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
 ):  # fmt: skip
-    """Program (tile, split) writes the fp32 partial of its K range [split·k_per_split, +k_per_split)
-    (k_per_split a multiple of BLOCK_K, so only the last split meets the K tail) to ws[split]."""
+    # Program (tile, split) of split-K: the fp32 partial over its range of K, its split, and
+    # where the tile lies in a contiguous [M, N] (rows, columns, N hinted a multiple of C_VEC,
+    # the mask).  Shared with the one-launch form timed by notes/probe_split_one_launch.py.
     num_m = tl.cdiv(M, BLOCK_M)
     num_n = tl.cdiv(N, BLOCK_N)
     pid_m, pid_n = _grouped(tl.program_id(0).to(tl.int64), num_m, num_n, GROUP_M)
@@ -563,6 +563,23 @@ def _mm_split_kernel(
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     n = _hint(N, C_VEC)
     mask = (rm[:, None] < M) & (rn[None, :] < n)
+    return acc, split, rm, rn, n, mask
+
+
+@triton.jit(do_not_specialize=["M", "N", "K", "k_per_split", "s_am", "s_ak", "s_bk", "s_bn"])
+def _mm_split_kernel(
+    a_ptr, b_ptr, ws_ptr, M: tl.int64, N: tl.int64, K: tl.int64, k_per_split: tl.int64,
+    s_am: tl.int64, s_ak: tl.int64, s_bk: tl.int64, s_bn: tl.int64,
+    A_LAYOUT: tl.constexpr, B_LAYOUT: tl.constexpr, A_VEC: tl.constexpr, B_VEC: tl.constexpr,
+    M_VEC: tl.constexpr, C_VEC: tl.constexpr, K_VEC: tl.constexpr, EVEN_K: tl.constexpr,
+    PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+):  # fmt: skip
+    """Program (tile, split) writes the fp32 partial of its K range [split·k_per_split, +k_per_split)
+    (k_per_split a multiple of BLOCK_K, so only the last split meets the K tail) to ws[split]."""
+    acc, split, rm, rn, n, mask = _split_partial(a_ptr, b_ptr, M, N, K, k_per_split, s_am, s_ak, s_bk, s_bn,
+                                                 A_LAYOUT, B_LAYOUT, A_VEC, B_VEC, M_VEC, C_VEC, K_VEC, EVEN_K,
+                                                 PRECISION, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)  # fmt: skip
     tl.store(ws_ptr + split * M * n + rm[:, None] * n + rn[None, :], acc, mask=mask)
 
 

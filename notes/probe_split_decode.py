@@ -34,6 +34,8 @@ import torch
 
 sys.path.insert(0, ".")
 
+from bench import timing
+
 km = importlib.import_module("kernels.matmul")  # the package exports a function of this name
 
 ROUNDS = 7
@@ -53,13 +55,7 @@ def emit(**row: object) -> None:
 
 
 def graphed(fn: Callable[[], object]) -> Callable[[], None]:
-    fn()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(CALLS):
-            fn()
-    return g.replay
+    return timing.graphed(fn, CALLS)  # CALLS calls in one graph
 
 
 def time_all(fns: dict[str, Callable[[], None]]) -> dict[str, float]:

@@ -39,7 +39,6 @@ import importlib
 import json
 import statistics
 import sys
-from collections.abc import Callable
 
 import torch
 import triton
@@ -47,11 +46,11 @@ import triton.language as tl
 
 sys.path.insert(0, ".")
 
-from bench.timing import interleaved_us, rotated_loops_us
+from bench import timing
 from kernels.plans import cdiv
 
 km = importlib.import_module("kernels.matmul")  # the package exports a function of this name
-_mainloop, _finish, _grouped, _hint = km._mainloop, km._finish, km._grouped, km._hint
+_split_partial, _finish = km._split_partial, km._finish
 
 ROUNDS = 9
 CALLS = 20
@@ -78,19 +77,9 @@ def split_one_launch_kernel(
     # partial back (.cg: written by other SMs, past L1), sums them in split order from zero (the
     # reduce kernel's order: the same bits), runs the epilogue and resets the counter.
     tile = tl.program_id(0)
-    num_m = tl.cdiv(M, BLOCK_M)
-    num_n = tl.cdiv(N, BLOCK_N)
-    pid_m, pid_n = _grouped(tile.to(tl.int64), num_m, num_n, GROUP_M)
-    split = tl.program_id(1).to(tl.int64)
-    k_start = split * _hint(k_per_split, BLOCK_K)
-    k_tiles = tl.cdiv(tl.minimum(K - k_start, k_per_split), BLOCK_K)
-    acc = _mainloop(a_ptr, b_ptr, pid_m, pid_n, M, N, K, k_start, k_tiles, s_am, s_ak, s_bk, s_bn,
-                    A_LAYOUT, B_LAYOUT, A_VEC, B_VEC, M_VEC, C_VEC, K_VEC, EVEN_K, PRECISION,
-                    BLOCK_M, BLOCK_N, BLOCK_K)  # fmt: skip
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    n = _hint(N, C_VEC)
-    mask = (rm[:, None] < M) & (rn[None, :] < n)
+    acc, split, rm, rn, n, mask = _split_partial(a_ptr, b_ptr, M, N, K, k_per_split, s_am, s_ak, s_bk, s_bn,
+                                                 A_LAYOUT, B_LAYOUT, A_VEC, B_VEC, M_VEC, C_VEC, K_VEC, EVEN_K,
+                                                 PRECISION, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)  # fmt: skip
     off = rm[:, None] * n + rn[None, :]
     tl.store(ws_ptr + split * M * n + off, acc, mask=mask)
     tl.debug_barrier()  # every warp's stores issued before the release below
@@ -180,16 +169,6 @@ def check(device: str, shapes: list[tuple[int, int, int]], dtypes: list[torch.dt
     return ok
 
 
-def graphed(fn: Callable[[], object]) -> Callable[[], None]:
-    fn()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(CALLS):
-            fn()
-    return graph.replay
-
-
 def main() -> None:
     if "--check" in sys.argv:
         shapes = [(1, 160, 96), (13, 200, 136), (33, 72, 264)]
@@ -219,9 +198,9 @@ def time_shape(m: int, n: int, k: int, g: torch.Generator) -> None:
         "autotuned": lambda: km.matmul(a, pick(), variant="autotuned"),
         "cublas": lambda: torch.mm(a, pick()),
     }
-    replays = {name: graphed(fn) for name, fn in fns.items()}
-    device = {name: statistics.median(x) / CALLS for name, x in interleaved_us(replays, 1, ROUNDS).items()}
-    eager = rotated_loops_us(fns, EAGER_CALLS, ROUNDS, warmup=3)
+    replays = {name: timing.graphed(fn, CALLS) for name, fn in fns.items()}
+    device = {name: statistics.median(x) / CALLS for name, x in timing.interleaved_us(replays, 1, ROUNDS).items()}
+    eager = timing.rotated_loops_us(fns, EAGER_CALLS, ROUNDS, warmup=3)
     emit(shape=f"{m}x{n}x{k}", weights=len(ws), device_us={x: round(y, 2) for x, y in device.items()},
          eager_us={x: y[1] for x, y in eager.items()})  # fmt: skip
 

@@ -32,6 +32,8 @@ import torch
 
 sys.path.insert(0, ".")
 
+from bench import timing
+
 km = importlib.import_module("kernels.matmul")  # the package exports a function of this name
 
 ROUNDS = 11
@@ -49,13 +51,7 @@ def emit(**row: object) -> None:
 
 
 def graphed(fn: Callable[[], object]) -> Callable[[], None]:
-    fn()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(CALLS):
-            fn()
-    return g.replay
+    return timing.graphed(fn, CALLS)  # CALLS calls in one graph
 
 
 def median_us(replays: dict[str, Callable[[], None]], rng: random.Random) -> dict[str, float]:

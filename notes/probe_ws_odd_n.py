@@ -30,6 +30,8 @@ import torch
 
 sys.path.insert(0, ".")
 
+from bench import timing
+
 km = importlib.import_module("kernels.matmul")  # the package exports a function of this name
 
 ROUNDS = 9
@@ -48,13 +50,7 @@ def emit(**row: object) -> None:
 
 
 def graphed(fn: Callable[[], object]) -> Callable[[], None]:
-    fn()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(CALLS):
-            fn()
-    return g.replay
+    return timing.graphed(fn, CALLS)  # CALLS calls in one graph
 
 
 def device_us(fns: dict[str, Callable[[], object]]) -> dict[str, float]:

@@ -412,12 +412,10 @@ def test_matmul_dispatch_regret_is_scored_on_held_out_shapes_under_the_newest_ru
     assert floor["pairs"]["value"] == 0 and floor["median"]["text"] == "—" and "no case" in floor["median"]["note"]
 
 
-def test_matmul_regret_scores_each_timer_by_its_own_choice(tmp_path) -> None:
-    """A decode shape runs split-K in a captured graph and the autotuned kernel eagerly (the
-    run records both choices): the device regret scores split-K against the device times,
-    the eager regret the autotuned kernel against the eager times, and the variants table
-    names both.  Here split-K is fastest on the device and slowest in eager calls (its second
-    launch), so scoring either timer with the other's choice would show a regret."""
+def _decode_two_choices(factors: dict[str, tuple[float, float]]) -> dict:
+    """A run where 16x4096x4096 ran split-K in graph replays and the autotuned kernel eagerly
+    (both choices recorded); each Triton variant's device and eager samples there are split-K's
+    times the factors given (3 for a variant not named)."""
     doc = synthstudies.matmul_doc(MM, "2026-12-01T00:00:00Z", fwd={"bf16": ((16, 4096, 4096), (4096, 4096, 4096))},
                                   step=(), epilogues=())  # fmt: skip
     for case in doc["cases"]:
@@ -425,12 +423,22 @@ def test_matmul_regret_scores_each_timer_by_its_own_choice(tmp_path) -> None:
             v = case["variants"]
             v["triton"]["meta"] = {**v["triton"]["meta"], "dispatch": "split_k", "dispatch_eager": "autotuned"}
             base = {k: list(v["triton-split-k"][k]) for k in ("samples_us", "eager_us")}
-            factors = {"triton-split-k": (1.0, 2.0), "triton-autotuned": (1.3, 1.0), "triton": (1.0, 1.0)}
             for name in v:
-                if name.startswith("triton"):  # the other forced variants slow on both timers
+                if name.startswith("triton"):
                     device, eager = factors.get(name, (3.0, 3.0))
                     v[name]["samples_us"] = [round(x * device, 4) for x in base["samples_us"]]
                     v[name]["eager_us"] = [round(x * eager, 4) for x in base["eager_us"]]
+    return doc
+
+
+def test_matmul_regret_scores_each_timer_by_its_own_choice(tmp_path) -> None:
+    """A decode shape runs split-K in a captured graph and the autotuned kernel eagerly (the
+    run records both choices): the device regret scores split-K against the device times,
+    the eager regret the autotuned kernel against the eager times, and the variants table
+    names both.  Here split-K is fastest on the device and slowest in eager calls (its second
+    launch), so scoring either timer with the other's choice would show a regret."""
+    # split-K fastest on the device, slowest eagerly; the other forced variants slow on both
+    doc = _decode_two_choices({"triton-split-k": (1.0, 2.0), "triton-autotuned": (1.3, 1.0), "triton": (1.0, 1.0)})
     out = _site(tmp_path, doc)
     html = (out / "matmul.html").read_text()
     _clean(html)
@@ -626,24 +634,11 @@ def test_matmul_chosen_variant_by_timer_and_run_age() -> None:
 
 
 def test_matmul_eager_regret_names_the_eager_choice(tmp_path) -> None:
-    # kills P11: the eager claim's largest regret names the choice the eager call made
-    import synthstudies
-    from test_study_pages import MM, _site, _status, _words
-
-    doc = synthstudies.matmul_doc(MM, "2026-12-01T00:00:00Z", fwd={"bf16": ((16, 4096, 4096), (4096, 4096, 4096))},
-                                  step=(), epilogues=())  # fmt: skip
-    for case in doc["cases"]:
-        if case["id"].startswith("fwd/bf16/16x4096x4096/"):
-            v = case["variants"]
-            v["triton"]["meta"] = {**v["triton"]["meta"], "dispatch": "split_k", "dispatch_eager": "autotuned"}
-            base = {k: list(v["triton-split-k"][k]) for k in ("samples_us", "eager_us")}
-            factors = {"triton-split-k": (1.0, 2.0), "triton-autotuned": (1.3, 1.5), "triton-fixed": (3.0, 1.0),
-                       "triton": (1.0, 1.0)}  # fmt: skip
-            for name in v:
-                if name.startswith("triton"):
-                    device, eager = factors.get(name, (3.0, 3.0))
-                    v[name]["samples_us"] = [round(x * device, 4) for x in base["samples_us"]]
-                    v[name]["eager_us"] = [round(x * eager, 4) for x in base["eager_us"]]
+    # the eager claim's largest regret names the choice the eager call made (a planted bug
+    # named the graph's)
+    factors = {"triton-split-k": (1.0, 2.0), "triton-autotuned": (1.3, 1.5), "triton-fixed": (3.0, 1.0),
+               "triton": (1.0, 1.0)}  # fmt: skip
+    doc = _decode_two_choices(factors)
     html = (_site(tmp_path, doc) / "matmul.html").read_text()
     assert _status(html, "dispatch-regret-studied") == "holds"
     assert _status(html, "dispatch-regret-studied-eager") == "contradicted"
