@@ -20,6 +20,8 @@ import torch
 
 sys.path.insert(0, ".")
 
+from bench import timing
+
 km = importlib.import_module("kernels.matmul")  # the package exports a function of this name
 
 ROUNDS = 7
@@ -48,24 +50,8 @@ def one(rows: int, cols: int, g: torch.Generator, dev: torch.device) -> None:
         dst.zero_()
         fn()
         ok[name] = bool(torch.equal(dst[:, :cols], src)) if "/" in name else True
-    graphs = {}
-    for name, fn in fns.items():
-        fn()
-        torch.cuda.synchronize()
-        gr = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(gr):
-            for _ in range(CALLS):
-                fn()
-        graphs[name] = gr
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(ROUNDS):
-        for name, gr in graphs.items():
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            gr.replay()
-            e.record()
-            e.synchronize()
-            times[name].append(s.elapsed_time(e) * 1000 / CALLS)
+    replays = {name: timing.graphed(fn, CALLS) for name, fn in fns.items()}
+    times = {k: [x / CALLS for x in v] for k, v in timing.interleaved_us(replays, 1, ROUNDS).items()}
     med = {k: round(statistics.median(v), 1) for k, v in times.items()}
     gbps = {k: round(2 * src.numel() * 2 / (v * 1e3), 0) for k, v in med.items()}
     print(json.dumps({"shape": f"{rows}x{cols}", "us": med, "GBps": gbps, "exact": ok}), flush=True)
