@@ -693,22 +693,22 @@ INTERPRETER_CONFIG = TileConfig(32, 32, 32, 2, 1, 4)
 # current tile, see below.
 SPLIT_K_MAX_M = 128  # decode-like: at most this many rows ...
 SPLIT_K_MIN_K = 8192  # ... a deep K ...
-# ... or, for a call captured in a CUDA graph (whose replays pay no host time a call), 16-bit,
-# at most SPLIT_K_GRAPH_MAX_M rows and K from SPLIT_K_GRAPH_MIN_K.  Stored runs with the
-# current tile (from 20261204T045154Z: 11 runs, notes/score_decode_rule.py) timed it at K = 4096
-# in three (matmul-20261204T051531Z-a14ec25, -190851Z-a7194ad, -191440Z-a7194ad): against the
-# autotuned kernel, split-K ran 1.02-1.81x ahead on the device at 1, 16 and 64 x 4096x4096
-# (cold 1.02-1.35x; the autotuned kernel's own time moved from run to run with its choice of
-# tile) and 0.77-1.00x at 128 rows, while its eager call ran 1.42-2.21x behind at every one of
-# those cells (its second launch and workspace: 43.8 against 19.8 µs at bf16 16x4096x4096 cold,
-# run -191440Z).  The studied decode shapes have K = 4096 or 14336 and M = 1, 16, 64 or 128, so
-# they leave K anywhere from 4097 down to 65 and the rows anywhere from 64 to 127: the rule takes
-# the lowest K and the most rows they show split-K ahead at.  Of the held-out decode shapes
-# (scored by the same script, their results in view), only 40x3072x5120 changes choice, to
-# split-K (regret 1.31-1.60x before, none after; the page had already reported it); the row
-# cap leaves 120x1536x6144's (1.24-1.32x) as it was.  The eleventh held-out set
-# (bench/studies/matmul.py) was chosen to test these bounds before any run of them.
-SPLIT_K_GRAPH_MAX_M = 64
+# ... or, for a call captured in a CUDA graph (whose replays pay no host time a call), 16-bit
+# and K from SPLIT_K_GRAPH_MIN_K.  Stored runs with the current tile (from 20261204T045154Z,
+# notes/score_decode_rule.py) timed it at K = 4096 in three (matmul-20261204T051531Z-a14ec25,
+# -190851Z-a7194ad, -191440Z-a7194ad): against the autotuned kernel, split-K ran 1.02-1.81x
+# ahead on the device at 1, 16 and 64 x 4096x4096 (cold 1.02-1.35x; the autotuned kernel's own
+# time moved from run to run with its choice of tile), while its eager call ran 1.42-2.21x
+# behind at every one of those cells (its second launch and workspace: 43.8 against 19.8 µs at
+# bf16 16x4096x4096 cold, run -191440Z).  The first form of this rule also capped the rows at
+# 64, the most the studied shapes showed split-K ahead at (128x4096x4096 was 0.77-1.00x).  The
+# eleventh held-out set, chosen before it ran (run matmul-20261205T021419Z-342e58f), found the
+# cap wrong: at 80x4096x5120 split-K ran 1.60x ahead of the autotuned kernel (18.5 against 29.4
+# µs warm; the autotuner had taken a 16-row tile), and at 120x1536x6144 1.32x.  Without the cap,
+# over every stored decode cell (64, all now in view): device regret geomean 1.008, worst 1.30
+# at 128x4096x4096 warm (cold: level), against 1.024 and 1.60 with it.  Below K = 4096 the cells
+# split: 12x2560x3072 1.17x for split-K, 8x6144x3072 1.08x for the autotuned kernel.  A twelfth
+# held-out set (bench/studies/matmul.py) tests this form before any run of it.
 SPLIT_K_GRAPH_MIN_K = 4096
 MAX_SPLITS = 16
 # ... and an output of at most half a wave of split-K's tiles: with more, one split a tile is
@@ -861,9 +861,9 @@ def default_variant(
     call is being captured in a CUDA graph, whose replays pay no host time per call).
 
     - Decode-like (at most ``SPLIT_K_MAX_M`` rows): ``split_k`` where K is at least
-      ``SPLIT_K_MIN_K`` (captured, 16-bit and at most ``SPLIT_K_GRAPH_MAX_M`` rows: at least
-      ``SPLIT_K_GRAPH_MIN_K``; the constants' comment gives the runs) and split-K's tiles
-      (:func:`split_config`) fill at most ``SPLIT_K_MAX_WAVE`` of a wave, else ``autotuned``.
+      ``SPLIT_K_MIN_K`` (captured and 16-bit: at least ``SPLIT_K_GRAPH_MIN_K``; the constants'
+      comment gives the runs) and split-K's tiles (:func:`split_config`) fill at most
+      ``SPLIT_K_MAX_WAVE`` of a wave, else ``autotuned``.
     - IEEE float32: ``autotuned`` (FMA, not tensor cores: no TMA pipeline to feed; it ran 1.9x
       ahead of the persistent kernel at 1024³ and 7% at 4096³, run
       matmul-20261203T144707Z-e7a7746).
@@ -912,7 +912,7 @@ def default_variant(
     sms = sm_count(device)
     if m <= SPLIT_K_MAX_M:  # decode-like: the weight's read is the cost, not the tiles' arithmetic
         tiles = cdiv(m, split_config(m, dtype).block_m) * cdiv(n, SPLIT_K_BLOCK_N)
-        graph = captured and m <= SPLIT_K_GRAPH_MAX_M and dtype != torch.float32
+        graph = captured and dtype != torch.float32
         deep = k >= (SPLIT_K_GRAPH_MIN_K if graph else SPLIT_K_MIN_K)
         return "split_k" if deep and tiles <= SPLIT_K_MAX_WAVE * sms else "autotuned"
     index = device.index if device.index is not None else current_device()

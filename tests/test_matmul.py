@@ -1305,13 +1305,16 @@ def test_ws_default_dispatch(monkeypatch) -> None:
     assert default_variant(64, 8448, 8192, dev, torch.float32, None, "tf32") == "split_k"
     assert default_variant(16, 4096, 4096, dev) == "autotuned"  # K = 4096 eagerly: one launch's host cost
     assert default_variant(128, 14336, 4096, dev) == "autotuned"
-    # captured in a CUDA graph (no host cost a call): 16-bit, up to 64 rows, from K = 4096
+    # captured in a CUDA graph (no host cost a call): 16-bit, at every decode row count, from K = 4096
     graph = functools.partial(default_variant, tma=True, captured=True)
     assert graph(16, 4096, 4096, dev) == "split_k"
     assert graph(64, 4096, 4096, dev, torch.float16) == "split_k"
     assert graph(1, 8448, 4096, dev) == "split_k"  # 66 tiles: half a wave
     assert graph(1, 8576, 4096, dev) == "autotuned"  # 67
-    assert graph(65, 4096, 4096, dev) == "autotuned"  # more rows: K from 8192 as eagerly
+    assert graph(80, 4096, 5120, dev) == "split_k"  # past 64 rows too (the eleventh held-out set)
+    assert graph(128, 4096, 4096, dev) == "split_k"  # up to SPLIT_K_MAX_M
+    assert graph(129, 4096, 4096, dev) == default_variant(129, 4096, 4096, dev)  # not decode: as eagerly
+    assert default_variant(80, 4096, 5120, dev) == "autotuned"  # eagerly: K from 8192
     assert graph(16, 4096, 4095, dev) == "autotuned"  # a K under 4096
     assert graph(16, 4096, 4096, dev, torch.float32, None, "tf32") == "autotuned"  # 16-bit only
     assert graph(1, 14336, 4096, dev) == "autotuned"  # 112 tiles

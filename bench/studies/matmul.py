@@ -135,7 +135,11 @@ TUNED_ON = [(1536, 1536, 1536), (3072, 3072, 3072), (2000, 5120, 5120), (4096, 1
 # rule for captured calls (kernels.matmul.SPLIT_K_GRAPH_MIN_K, fitted on studied shapes from
 # the stored runs by notes/score_decode_rule.py) ran on any of it: split-K's side in a graph
 # at 32x5120x4096, 4x3584x4608 and 48x6144x5120; the autotuned kernel's, above its rows
-# (80x4096x5120) and below its K (12x2560x3072).
+# (80x4096x5120) and below its K (12x2560x3072).  It found the row cap wrong (80x4096x5120:
+# split-K 1.60x ahead), and the cap went.  A twelfth, decode, chosen on 2026-12-05 before the
+# rule without it ran on any of it: split-K's side in a graph past 64 rows (96x4096x6144,
+# 112x5120x4096, 72x2048x4608, 128x3072x4096); the autotuned kernel's, below the K
+# (24x4096x3584) and past half a wave of split-K's tiles (32x11008x4096: 86 tiles).
 HELD_OUT = [(2560, 2560, 2560), (6144, 6144, 2048), (12288, 1536, 1536),
             (4096, 32001, 1024), (48, 5120, 13824), (8, 8192, 28672),
             (24, 3584, 18944), (100, 7168, 18432), (2, 2560, 9728), (16, 9216, 8192),
@@ -147,7 +151,9 @@ HELD_OUT = [(2560, 2560, 2560), (6144, 6144, 2048), (12288, 1536, 1536),
             (2944, 2048, 9216), (5504, 1024, 10240), (2688, 2048, 12288), (5632, 1024, 4096),
             (6016, 4352, 10240), (4864, 5376, 7168), (7424, 5888, 5120), (6784, 4608, 10240), (7552, 3584, 12288),
             (2176, 2560, 7168), (4480, 5120, 3000), (2432, 6912, 7000), (7424, 3072, 6144),
-            (32, 5120, 4096), (4, 3584, 4608), (48, 6144, 5120), (80, 4096, 5120), (12, 2560, 3072)]  # fmt: skip
+            (32, 5120, 4096), (4, 3584, 4608), (48, 6144, 5120), (80, 4096, 5120), (12, 2560, 3072),
+            (96, 4096, 6144), (112, 5120, 4096), (72, 2048, 4608), (128, 3072, 4096), (24, 4096, 3584),
+            (32, 11008, 4096)]  # fmt: skip
 EPILOGUES = {"mm_bias": "bias", "mm_bias_gelu": "bias_gelu", "mm_residual": "residual"}  # op -> our epilogue
 QUICK = {
     ("fwd", "bf16"): [(127, 255, 65), (4096, 4096, 4096), (8192, 8192, 8192), (16, 4096, 4096)],
