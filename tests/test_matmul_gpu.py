@@ -447,13 +447,14 @@ def test_ws_in_a_cuda_graph() -> None:
     assert not torch.equal(got, want)
 
 
+@pytest.mark.parametrize("m", [16, 112])  # 112: past the 64 rows of the rule's first form
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_decode_captured_after_one_eager_warm_up(dtype) -> None:
+def test_decode_captured_after_one_eager_warm_up(dtype, m) -> None:
     """A decode shape runs split-K when captured and the autotuned kernel eagerly; one eager
     call before the capture (the usual warm-up, on a side stream) must leave split-K's
     kernels loaded, or the capture fails (no module may load while a stream captures).  The
     replay computes the product with the new operands, through split-K's launches."""
-    m, n, k = 16, 4096, 4096
+    n, k = 4096, 4096
     assert default_variant(m, n, k, torch.device("cuda"), dtype, captured=True) == "split_k"
     assert default_variant(m, n, k, torch.device("cuda"), dtype) == "autotuned"
     a, b = randn((m, k), dtype, 160), randn((k, n), dtype, 161, scale=0.05)
