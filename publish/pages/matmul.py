@@ -782,7 +782,7 @@ REASONS = {
         "instruction. Split-K spreads it; an eager call takes split-K only where K is 8192 or more and its tiles "
         "fill at most half the GPU, since below that depth its second launch and workspace cost an eager call "
         "more than it saves on the device; a call captured in a CUDA graph, which pays no host time, takes it from "
-        "a K of 4096 at up to 64 rows (the decode table's split-K column shows what it would give; each run file "
+        "a K of 4096 (the decode table's split-K column shows what it would give; each run file "
         "holds every forced variant's eager times).",
     ),
     "small": (
