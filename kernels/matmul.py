@@ -703,12 +703,16 @@ SPLIT_K_MIN_K = 8192  # ... a deep K ...
 # bf16 16x4096x4096 cold, run -191440Z).  The first form of this rule also capped the rows at
 # 64, the most the studied shapes showed split-K ahead at (128x4096x4096 was 0.77-1.00x).  The
 # eleventh held-out set, chosen before it ran (run matmul-20261205T021419Z-342e58f), found the
-# cap wrong: at 80x4096x5120 split-K ran 1.60x ahead of the autotuned kernel (18.5 against 29.4
-# µs warm; the autotuner had taken a 16-row tile), and at 120x1536x6144 1.32x.  Without the cap,
-# over every stored decode cell (64, all now in view): device regret geomean 1.008, worst 1.30
-# at 128x4096x4096 warm (cold: level), against 1.024 and 1.60 with it.  Below K = 4096 the cells
-# split: 12x2560x3072 1.17x for split-K, 8x6144x3072 1.08x for the autotuned kernel.  A twelfth
-# held-out set (bench/studies/matmul.py) tests this form before any run of it.
+# cap wrong: at 80x4096x5120 split-K ran 1.59x ahead of the autotuned kernel (18.5 against 29.4
+# µs warm; the autotuner had taken a 16-row tile), and at 120x1536x6144 1.32x.  The twelfth,
+# chosen before the rule without the cap ran (run matmul-20261205T023152Z-466decf), found it
+# right at 96x4096x6144, 72x2048x4608, 24x4096x3584 and 32x11008x4096, and wrong on warm L2
+# where the autotuner takes its 64x64x64 tile at 112-128 rows and K = 4096 (128x3072x4096 1.39x,
+# 112x5120x4096 1.05x; level or right on cold).  Over every stored decode cell (76 from 13
+# runs, all now in view; notes/2026-12-05c-score-decode-rule-664cf04.log): device regret geomean
+# 1.012 without the cap (worst 1.39), 1.035 with it (worst 1.59), 1.011 with one at 96 rows
+# (worst 1.32, 120x1536x6144): no cap.  Below K = 4096 the cells split (12x2560x3072 1.17x for
+# split-K, 8x6144x3072 1.08x for the autotuned kernel), so the K bound stays.
 SPLIT_K_GRAPH_MIN_K = 4096
 MAX_SPLITS = 16
 # ... and an output of at most half a wave of split-K's tiles: with more, one split a tile is

@@ -148,10 +148,10 @@ def main() -> None:
               f"runs {len(fs)}: device {med['device']['split_k']:6.1f} / {med['device']['autotuned']:6.1f}"
               f" (autotuned per run {tuned[0]}..{tuned[-1]})  eager {med['eager']['split_k']:6.1f} / "
               f"{med['eager']['autotuned']:6.1f}")  # fmt: skip
-    rules = {"now: K ≥ 8192": min_k_rule(8192)}
+    rules = {"eager rule: K ≥ 8192": min_k_rule(8192)}
     for min_k in (2048, 3072, 4096, 6144):
         rules[f"K ≥ {min_k}"] = min_k_rule(min_k)
-        for max_m in (32, 64):
+        for max_m in (32, 64, 96):
             rules[f"K ≥ {min_k} at M ≤ {max_m}, else K ≥ 8192"] = min_k_rule(min_k, max_m)
     for timer in ("device", "eager"):
         print(f"\n{timer} time:")
@@ -160,6 +160,7 @@ def main() -> None:
             r = regrets(found, rule, timer)
             print(f"  {name:<36} studied: {summary(r, False)}")
             print(f"  {'':<36} held-out: {summary(r, True)}")
+            print(f"  {'':<36} every cell: {summary({(True, *key[1:]): x for key, x in r.items()}, True)}")
 
 
 if __name__ == "__main__":
