@@ -703,7 +703,7 @@ SPLIT_K_MIN_K = 8192  # ... a deep K ...
 # bf16 16x4096x4096 cold, run -191440Z).  The first form of this rule also capped the rows at
 # 64, the most the studied shapes showed split-K ahead at (128x4096x4096 was 0.77-1.00x).  The
 # eleventh held-out set, chosen before it ran (run matmul-20261205T021419Z-342e58f), found the
-# cap wrong: at 80x4096x5120 split-K ran 1.59x ahead of the autotuned kernel (18.5 against 29.4
+# cap wrong: at 80x4096x5120 split-K ran 1.60x ahead of the autotuned kernel (18.5 against 29.4
 # µs warm; the autotuner had taken a 16-row tile), and at 120x1536x6144 1.32x.  The twelfth,
 # chosen before the rule without the cap ran (run matmul-20261205T023152Z-466decf), found it
 # right at 96x4096x6144, 72x2048x4608, 24x4096x3584 and 32x11008x4096, and wrong on warm L2

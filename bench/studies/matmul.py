@@ -136,7 +136,7 @@ TUNED_ON = [(1536, 1536, 1536), (3072, 3072, 3072), (2000, 5120, 5120), (4096, 1
 # the stored runs by notes/score_decode_rule.py) ran on any of it: split-K's side in a graph
 # at 32x5120x4096, 4x3584x4608 and 48x6144x5120; the autotuned kernel's, above its rows
 # (80x4096x5120) and below its K (12x2560x3072).  It found the row cap wrong (80x4096x5120:
-# split-K 1.59x ahead), and the cap went.  A twelfth, decode, chosen on 2026-12-05 before the
+# split-K 1.60x ahead), and the cap went.  A twelfth, decode, chosen on 2026-12-05 before the
 # rule without it ran on any of it: split-K's side in a graph past 64 rows (96x4096x6144,
 # 112x5120x4096, 72x2048x4608, 128x3072x4096); the autotuned kernel's, below the K
 # (24x4096x3584) and past half a wave of split-K's tiles (32x11008x4096: 86 tiles).
