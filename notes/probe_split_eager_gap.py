@@ -40,7 +40,7 @@ import torch
 sys.path.insert(0, ".")
 sys.path.insert(0, "notes")
 
-from bench.timing import loop_us
+from bench.timing import event_time_ms, loop_us
 from kernels._launch import FastKernel
 from kernels.plans import cdiv
 
@@ -73,14 +73,8 @@ def enqueue_us(fn: Callable[[], object]) -> float:
 
 
 def events_us(fn: Callable[[], object]) -> float:
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(CALLS):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1000.0 / CALLS
+    torch.cuda.synchronize()  # an idle device when the start event is recorded, as EagerTimer
+    return event_time_ms(fn, CALLS) * 1000.0
 
 
 def timings(fn: Callable[[], object]) -> dict[str, list[float]]:
