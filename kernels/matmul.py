@@ -694,25 +694,29 @@ INTERPRETER_CONFIG = TileConfig(32, 32, 32, 2, 1, 4)
 SPLIT_K_MAX_M = 128  # decode-like: at most this many rows ...
 SPLIT_K_MIN_K = 8192  # ... a deep K ...
 # ... or, for a call captured in a CUDA graph (whose replays pay no host time a call), 16-bit
-# and K from SPLIT_K_GRAPH_MIN_K.  Stored runs with the current tile (from 20261204T045154Z,
-# notes/score_decode_rule.py) timed it at K = 4096 in three (matmul-20261204T051531Z-a14ec25,
-# -190851Z-a7194ad, -191440Z-a7194ad): against the autotuned kernel, split-K ran 1.02-1.81x
-# ahead on the device at 1, 16 and 64 x 4096x4096 (cold 1.02-1.35x; the autotuned kernel's own
-# time moved from run to run with its choice of tile), while its eager call ran 1.42-2.21x
-# behind at every one of those cells (its second launch and workspace: 43.8 against 19.8 µs at
-# bf16 16x4096x4096 cold, run -191440Z).  The first form of this rule also capped the rows at
-# 64, the most the studied shapes showed split-K ahead at (128x4096x4096 was 0.77-1.00x).  The
-# eleventh held-out set, chosen before it ran (run matmul-20261205T021419Z-342e58f), found the
-# cap wrong: at 80x4096x5120 split-K ran 1.60x ahead of the autotuned kernel (18.5 against 29.4
-# µs warm; the autotuner had taken a 16-row tile), and at 120x1536x6144 1.32x.  The twelfth,
+# and K from SPLIT_K_GRAPH_MIN_K.  Before 2026-12-05, stored runs with the current tile (from
+# 20261204T045154Z, notes/score_decode_rule.py) timed it at K = 4096 in three
+# (matmul-20261204T051531Z-a14ec25, -190851Z-a7194ad, -191440Z-a7194ad): against the autotuned
+# kernel, split-K ran 1.02-1.81x ahead on the device at 1, 16 and 64 x 4096x4096 (cold
+# 1.02-1.35x; the autotuned kernel's own time moved from run to run with its choice of tile),
+# while its eager call ran 1.42-2.21x behind at every one of those cells (its second launch
+# and workspace: 43.8 against 19.8 µs at bf16 16x4096x4096 cold, run -191440Z).  The first form
+# of this rule also capped the rows at 64, the most the studied shapes showed split-K ahead at
+# (128x4096x4096 was 0.77-1.00x).  The eleventh held-out set, chosen before it ran (run
+# matmul-20261205T021419Z-342e58f), found the cap wrong: at 80x4096x5120 split-K ran 1.60x
+# ahead of the autotuned kernel (18.5 against 29.6 µs warm; the autotuner had taken a 16-row
+# tile), as the earlier held-out 120x1536x6144 had (1.31-1.33x warm over 7 runs).  The twelfth,
 # chosen before the rule without the cap ran (run matmul-20261205T023152Z-466decf), found it
 # right at 96x4096x6144, 72x2048x4608, 24x4096x3584 and 32x11008x4096, and wrong on warm L2
 # where the autotuner takes its 64x64x64 tile at 112-128 rows and K = 4096 (128x3072x4096 1.39x,
 # 112x5120x4096 1.05x; level or right on cold).  Over every stored decode cell (76 from 13
-# runs, all now in view; notes/2026-12-05c-score-decode-rule-664cf04.log): device regret geomean
-# 1.012 without the cap (worst 1.39), 1.035 with it (worst 1.59), 1.011 with one at 96 rows
-# (worst 1.32, 120x1536x6144): no cap.  Below K = 4096 the cells split (12x2560x3072 1.17x for
-# split-K, 8x6144x3072 1.08x for the autotuned kernel), so the K bound stays.
+# runs, all now in view; notes/2026-12-05c-score-decode-rule-aa8daa6.log): device regret geomean
+# 1.012 without the cap (worst 1.39), 1.035 with the 64-row cap (worst 1.59), 1.011 with one at
+# 96 rows (worst 1.32).  No cap: without one every miss is on warm L2 and at 112-128 rows;
+# a 96-row cap loses 120x1536x6144 on both L2 states (1.32 warm, 1.24 cold) and would be
+# fitted with every result in view.  Below K = 4096 the cells split: 12x2560x3072 split-K
+# 1.17x warm, 1.08x cold (one run); 8x6144x3072 the autotuned kernel 1.07x warm, 1.08x cold
+# (median of 6 runs; split-K was ahead in 2 of them).  So the K bound stays.
 SPLIT_K_GRAPH_MIN_K = 4096
 MAX_SPLITS = 16
 # ... and an output of at most half a wave of split-K's tiles: with more, one split a tile is

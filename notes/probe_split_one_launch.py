@@ -21,7 +21,7 @@ Checks, then times (interleaved rounds), at decode shapes against weights 4096x4
 the eager rule keeps the autotuned kernel), 14336x4096, 4096x14336 and 8192x28672:
 
 - correctness against float64 and bitwise equality with ``matmul(variant="split_k")``, the
-  epilogues included, eager and replayed from a CUDA graph;
+  epilogues included, in eager calls (the timing below replays it from a CUDA graph, unchecked);
 - device time: ``CALLS`` calls captured in one graph, replays timed by CUDA events;
 - the eager call: ``bench.timing.rotated_loops_us`` (host and device together);
 - beside two-launch split-K, the autotuned kernel and cuBLAS (``torch.mm``).
