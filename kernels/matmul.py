@@ -1065,7 +1065,7 @@ def tail_split(tiles: int, k_tiles: int, sms: int) -> tuple[int, int]:
     return (tail, splits) if splits >= 2 else (0, 1)
 
 
-_RULE_FUNCTIONS = (default_variant, dispatch, ws_eligible, tail_split)  # what dispatch_rule fingerprints
+_RULE_FUNCTIONS = (default_variant, dispatch, ws_eligible, tail_split, split_config)  # what dispatch_rule fingerprints
 
 
 def _layout(t: torch.Tensor) -> tuple[int, int, int, int]:

@@ -929,6 +929,18 @@ def test_default_variant_is_chosen_once_per_call_signature(monkeypatch) -> None:
     assert any(key[1] is None and key[5] == (5, 24) for key in mm_module._PREPARED)
 
 
+def test_decode_warm_up_only_where_the_choices_differ(monkeypatch) -> None:
+    # where the captured and the eager choice agree, the first eager call prepares one launch
+    monkeypatch.setattr(mm_module, "_PREPARED", {})
+    ran = []
+    real_prepare = mm_module._prepare
+    monkeypatch.setattr(mm_module, "_prepare", lambda *args: ran.append(args[6]) or real_prepare(*args))
+    monkeypatch.setattr(mm_module, "default_variant", lambda *args: "fixed")
+    a, b = randn((13, 200), torch.bfloat16, "agree"), randn((200, 9), torch.bfloat16, "agree2")
+    assert_close(matmul(a, b), reference(a, b), torch.bfloat16)
+    assert ran == ["fixed"]
+
+
 def test_dispatch_rule_fingerprints_the_rule(monkeypatch) -> None:
     # The sweep records it beside each default call: a threshold moved or a line of code
     # changed is another rule; the docstring's words, comments and blank lines are not.
@@ -958,6 +970,10 @@ def test_dispatch_rule_fingerprints_the_rule(monkeypatch) -> None:
         narrower = eligible.replace("max(m, n, k) >= 2**31", "max(m, n, k) >= 2**31 or n % 8")
         assert rule_of(narrower, mm_module.ws_eligible) != first
         assert rule_of(eligible.replace("    index =", "    # a comment\n    index ="), mm_module.ws_eligible) == first
+        mm_module.dispatch_rule.cache_clear()
+        with monkeypatch.context() as patch:  # split-K's tile decides how many tiles a decode product has
+            patch.setattr(mm_module, "SPLIT_K_CONFIG", mm_module.TileConfig(16, 64, 64, 1, 6, 4))
+            assert mm_module.dispatch_rule() != first
         mm_module.dispatch_rule.cache_clear()
         monkeypatch.setattr(mm_module, "SPLIT_K_MIN_K", 4096)
         assert mm_module.dispatch_rule() != first
@@ -1312,6 +1328,7 @@ def test_ws_default_dispatch(monkeypatch) -> None:
     assert graph(1, 8448, 4096, dev) == "split_k"  # 66 tiles: half a wave
     assert graph(1, 8576, 4096, dev) == "autotuned"  # 67
     assert graph(80, 4096, 5120, dev) == "split_k"  # past 64 rows too (the eleventh held-out set)
+    assert graph(16, 4096, 4096, dev, tma=False) == "split_k"  # no warp-specialized kernel: the same rule
     assert graph(128, 4096, 4096, dev) == "split_k"  # up to SPLIT_K_MAX_M
     assert graph(129, 4096, 4096, dev) == default_variant(129, 4096, 4096, dev)  # not decode: as eagerly
     assert default_variant(80, 4096, 5120, dev) == "autotuned"  # eagerly: K from 8192

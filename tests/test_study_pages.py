@@ -6,6 +6,7 @@ holds no markup or reprs, and the bench modules' cases hold what the registry sa
 from __future__ import annotations
 
 import html as htmllib
+import importlib
 import json
 import re
 from pathlib import Path
@@ -572,8 +573,17 @@ def test_matmul_gelu_epilogue_loss_names_its_cause() -> None:
     hmma_decode.params.update(rows=64, cols=4096, k=4096)
     hmma_decode.variants[OURS].meta["matrix_path"] = "mma.sync"
     assert explain(hmma_decode, "cublas") == "decode"
+    fp16_decode = case("mm")
+    fp16_decode.params.update(rows=16, cols=4096, k=4096, dtype="fp16")
+    fp16_decode.variants[OURS].meta["matrix_path"] = "mma.sync"
+    assert explain(fp16_decode, "cublas") == "decode"  # fp16 too: both 16-bit types read a weight
     hmma_decode.variants[OURS].meta["spills"] = [8]
     assert explain(hmma_decode, "cublas") == "spills"
+    # the decode reason states the dispatch's bounds as kernels.matmul holds them
+    mm_kernels = importlib.import_module("kernels.matmul")
+    decode_text = REASONS["decode"][1]
+    assert f"K is {mm_kernels.SPLIT_K_MIN_K} or more" in decode_text
+    assert f"a K of {mm_kernels.SPLIT_K_GRAPH_MIN_K}" in decode_text and "64 rows" not in decode_text
     # a reason is prose on the page: a measured number in it would fail the build at the first loss
     from publish.check import stray_numbers
 
@@ -614,6 +624,18 @@ def test_matmul_few_calls_reason_only_for_host_losses_of_at_most_four_equal_call
     assert why[("fwd/bf16/4096×4096×4096/cold", cublas)] == "few calls a sample"  # 4: the limit is included
     assert why[("fwd/bf16/4096×4096×4096/warm", cublas)] == "host cost"  # 5
     assert why[("fwd/bf16/8192×8192×8192/cold", cublas)] == "not yet explained"  # a device loss keeps its reason
+
+
+def test_matmul_held_out_only_where_the_run_says_so() -> None:
+    # runs from before the held_out meta say nothing: their shapes count as studied
+    from publish.pages.matmul import OURS, held_out
+
+    def case(**meta):
+        return SimpleNamespace(variants={OURS: SimpleNamespace(meta=meta)})
+
+    assert held_out(case(held_out=True))
+    assert not held_out(case()) and not held_out(case(held_out=False)) and not held_out(case(held_out="true"))
+    assert not held_out(SimpleNamespace(variants={}))
 
 
 def test_matmul_chosen_variant_by_timer_and_run_age() -> None:
