@@ -48,9 +48,11 @@ The variants:
   and check the instructions; the GPU tests run it.
 * ``split_k``: for decode-like shapes (M = 1..128, large K) the output has too few tiles to
   occupy the GPU; K is cut into ``splits`` ranges, each program writes an fp32 partial tile
-  to a workspace ``[splits, M, N]``, and a second kernel sums the partials in split order
-  (no atomics: the same bits on every run) and applies the epilogue.  The workspace costs
-  2·4·splits·M·N bytes of traffic, small beside the weight's 2·K·N when M is small.
+  to a workspace ``[splits, M, N]`` and counts itself in on its tile's counter, and the last
+  of a tile's programs to arrive sums the partials in split order (the same bits on every run,
+  whatever the arrival order) and applies the epilogue: one launch, whose workspace and
+  counters are kept per stream.  The workspace costs 2·4·splits·M·N bytes of traffic, small
+  beside the weight's 2·K·N when M is small.
 
 Operands are read in place with their own strides: ``a.T`` or ``b.T`` is the same memory with
 swapped strides, never a copy.  The one exception is the TMA kernels' (``persistent`` and
@@ -566,42 +568,41 @@ def _split_partial(
     return acc, split, rm, rn, n, mask
 
 
-@triton.jit(do_not_specialize=["M", "N", "K", "k_per_split", "s_am", "s_ak", "s_bk", "s_bn"])
+@triton.jit(do_not_specialize=["M", "N", "K", "k_per_split", "splits", "s_am", "s_ak", "s_bk", "s_bn", "s_cm",
+                               "s_bias", "s_rm", "s_rn"])  # fmt: skip
 def _mm_split_kernel(
-    a_ptr, b_ptr, ws_ptr, M: tl.int64, N: tl.int64, K: tl.int64, k_per_split: tl.int64,
-    s_am: tl.int64, s_ak: tl.int64, s_bk: tl.int64, s_bn: tl.int64,
+    a_ptr, b_ptr, ws_ptr, count_ptr, c_ptr, pre_ptr, bias_ptr, res_ptr, M: tl.int64, N: tl.int64, K: tl.int64,
+    k_per_split: tl.int64, splits: tl.int64, s_am: tl.int64, s_ak: tl.int64, s_bk: tl.int64, s_bn: tl.int64,
+    s_cm: tl.int64, s_bias: tl.int64, s_rm: tl.int64, s_rn: tl.int64,
     A_LAYOUT: tl.constexpr, B_LAYOUT: tl.constexpr, A_VEC: tl.constexpr, B_VEC: tl.constexpr,
     M_VEC: tl.constexpr, C_VEC: tl.constexpr, K_VEC: tl.constexpr, EVEN_K: tl.constexpr,
-    PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    PRECISION: tl.constexpr, R_LAYOUT: tl.constexpr, R_VEC: tl.constexpr, EPILOGUE: tl.constexpr,
+    STORE_PRE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
 ):  # fmt: skip
-    """Program (tile, split) writes the fp32 partial of its K range [split·k_per_split, +k_per_split)
-    (k_per_split a multiple of BLOCK_K, so only the last split meets the K tail) to ws[split]."""
+    """Split-K in one launch.  Program (tile, split) writes the fp32 partial of its K range
+    [split·k_per_split, +k_per_split) (k_per_split a multiple of BLOCK_K, so only the last split
+    meets the K tail) to ws[split], then counts itself in on the tile's counter; the last of the
+    tile's ``splits`` programs to arrive sums the partials in split order from zero (the same
+    bits on every run, whatever the arrival order), runs the epilogue, stores, and sets the
+    counter back to zero for the next call."""
+    tile = tl.program_id(0)
     acc, split, rm, rn, n, mask = _split_partial(a_ptr, b_ptr, M, N, K, k_per_split, s_am, s_ak, s_bk, s_bn,
                                                  A_LAYOUT, B_LAYOUT, A_VEC, B_VEC, M_VEC, C_VEC, K_VEC, EVEN_K,
                                                  PRECISION, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)  # fmt: skip
-    tl.store(ws_ptr + split * M * n + rm[:, None] * n + rn[None, :], acc, mask=mask)
-
-
-@triton.jit(do_not_specialize=["M", "N", "splits", "s_cm", "s_bias", "s_rm", "s_rn"])
-def _mm_split_reduce_kernel(
-    ws_ptr, c_ptr, pre_ptr, bias_ptr, res_ptr, M: tl.int64, N: tl.int64, splits: tl.int64, s_cm: tl.int64,
-    s_bias: tl.int64, s_rm: tl.int64, s_rn: tl.int64,
-    R_LAYOUT: tl.constexpr, R_VEC: tl.constexpr, C_VEC: tl.constexpr, EPILOGUE: tl.constexpr,
-    STORE_PRE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-):  # fmt: skip
-    """The finishing reduction of split-K: partials summed in split order (deterministic), then
-    the epilogue and the store."""
-    rm = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = tl.program_id(1).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
-    n = _hint(N, C_VEC)
-    mask = (rm[:, None] < M) & (rn[None, :] < n)
     off = rm[:, None] * n + rn[None, :]
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for s in range(0, splits):
-        acc += tl.load(ws_ptr + s * M * n + off, mask=mask, other=0.0)
-    _finish(acc, rm, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
-            EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC)  # fmt: skip
+    tl.store(ws_ptr + split * M * n + off, acc, mask=mask)
+    # Every warp's stores are issued before the release; the acquire of the last arrival makes
+    # all of the tile's partials visible to it.  Its loads bypass L1 (.cg): other SMs wrote them.
+    tl.debug_barrier()
+    arrived = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel", scope="gpu")
+    if arrived == splits - 1:
+        tot = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for s in range(0, splits):
+            tot += tl.load(ws_ptr + s * M * n + off, mask=mask, other=0.0, cache_modifier=".cg")
+        _finish(tot, rm, rn, M, N, c_ptr, s_cm, pre_ptr, bias_ptr, s_bias, res_ptr, s_rm, s_rn,
+                EPILOGUE, STORE_PRE, R_LAYOUT, R_VEC, C_VEC)  # fmt: skip
+        tl.atomic_xchg(count_ptr + tile, 0, sem="relaxed", scope="gpu")
 
 
 @triton.jit(do_not_specialize=["rows", "cols", "s0", "s1", "ld"])
@@ -687,10 +688,14 @@ INTERPRETER_CONFIG = TileConfig(32, 32, 32, 2, 1, 4)
 
 # Default dispatch thresholds, from the GEMM study's runs on the H200.  Split-K only where K is
 # deep: a deep K read by as few programs as the output has tiles is what split-K is for, and it
-# is two launches and a workspace where the autotuned kernel is one.  At K = 4096 with split-K's
-# tile before SPLIT_K_CONFIG (run matmul-20261201T072628Z-ebbf780) the autotuned kernel's
-# device time was within 7% of split-K's at M = 1 and ahead at every other M; with the
-# current tile, see below.
+# costs a workspace and an atomic a program where the autotuned kernel needs neither.  Every
+# threshold here was measured with the two-launch form (a reduce kernel after the partials),
+# which one launch replaced on 2026-12-05: device time within 2% at 9 of 10 decode shapes,
+# 7.6% behind at 128x4096x4096, and one launch less of host time an eager call
+# (notes/2026-12-05a-probe-split-one-launch-342e58f.log and
+# 2026-12-05e-probe-split-eager-gap-2237255.log).  At K = 4096 with split-K's tile before
+# SPLIT_K_CONFIG (run matmul-20261201T072628Z-ebbf780) the autotuned kernel's device time was
+# within 7% of split-K's at M = 1 and ahead at every other M; with the current tile, see below.
 SPLIT_K_MAX_M = 128  # decode-like: at most this many rows ...
 SPLIT_K_MIN_K = 8192  # ... a deep K ...
 # ... or, for a call captured in a CUDA graph (whose replays pay no host time a call), 16-bit
@@ -720,7 +725,7 @@ SPLIT_K_MIN_K = 8192  # ... a deep K ...
 SPLIT_K_GRAPH_MIN_K = 4096
 MAX_SPLITS = 16
 # ... and an output of at most half a wave of split-K's tiles: with more, one split a tile is
-# all a wave holds, and split-K is the autotuned kernel plus a second launch.  At 11008x8192
+# all a wave holds, and split-K is the autotuned kernel plus the partials' round trip.  At 11008x8192
 # (86 tiles of 128 columns) the autotuned kernel was level or ahead at M = 4, 16 and 128
 # (notes/2026-12-04-probe-split-decode-589dd89.log).
 SPLIT_K_MAX_WAVE = 0.5
@@ -776,7 +781,6 @@ TAIL_MIN_STEPS = 8
 TAIL_COST_STEPS = 15
 TAIL_MARGIN = 0.01
 WS_K_TAIL_STEPS = 4
-_REDUCE_BLOCK = (32, 128)  # the split-K reduction's tile
 _GELU_BLOCK = 1024
 
 
@@ -1160,7 +1164,6 @@ _TUNED = FastKernel(_mm_tuned_body)  # the autotuner's choice, launched directly
 # (device, M bucket, constexprs, operand dtypes and alignment) -> the config the autotuner chose
 _TUNED_CHOICE: dict[tuple[Any, ...], triton.Config] = {}
 _SPLIT = FastKernel(_mm_split_kernel)
-_SPLIT_REDUCE = FastKernel(_mm_split_reduce_kernel)
 _GELU_BACKWARD = FastKernel(_gelu_backward_kernel)
 _PAD_COPY = FastKernel(_pad_copy_kernel)
 # Rows x columns a program of the pad copy (4 warps): 4 x 1024 moved 2.9-3.2 TB/s on the
@@ -1261,7 +1264,7 @@ def _run(
     prepared = _prepare(a, b, out, pre, bias, residual, variant, epilogue, precision, config, index)
     if prepared is None:  # the autotuner's first call of a key: launched already
         return
-    if prepared[0] is _SPLIT:  # two launches and a workspace per call
+    if prepared[0] is _SPLIT:  # one launch, with a workspace and counters
         _split_launch(a, b, prepared[3], index, prepared)
         if cacheable:  # without the tensors: an entry must not keep this call's output alive
             _remember(key, (*prepared[:3], None, *prepared[4:], copies, None))
@@ -1279,9 +1282,20 @@ def _run(
                         copies, plan))  # fmt: skip
 
 
-# The split tail's tile counters, zero between launches (the program that finishes a tile
-# resets its counter): one buffer per device and stream, so that two streams never share one.
+# The tile counters of split-K and of the persistent kernel's split tail, zero between
+# launches (the program that finishes a tile resets its counter): one buffer per device and
+# stream, so that two streams never share one.  Both kernels may use the same buffer: calls on
+# one stream run one after another.
 _COUNTERS: dict[tuple[int, int], torch.Tensor] = {}
+
+
+def _stream_counters(device: torch.device, index: int, n: int) -> torch.Tensor:
+    """The eager int32 counters (zero) of GPU ``index``'s current stream (-1: the CPU), at least ``n``."""
+    key = (index, current_stream(index) if index >= 0 else 0)
+    counters = _COUNTERS.get(key)
+    if counters is None or counters.numel() < n:
+        counters = _COUNTERS[key] = torch.zeros(max(n, 1024), device=device, dtype=torch.int32)
+    return counters
 
 
 def _tail_buffers(out: torch.Tensor, index: int, plan: tuple[int, int] | None) -> tuple[torch.Tensor, ...]:
@@ -1294,11 +1308,7 @@ def _tail_buffers(out: torch.Tensor, index: int, plan: tuple[int, int] | None) -
     parts = torch.empty(plan[0], device=out.device, dtype=torch.float32)
     if index >= 0 and capturing():
         return parts, torch.zeros(plan[1], device=out.device, dtype=torch.int32)
-    key = (index, current_stream(index) if index >= 0 else 0)
-    counters = _COUNTERS.get(key)
-    if counters is None or counters.numel() < plan[1]:
-        counters = _COUNTERS[key] = torch.zeros(max(plan[1], 1024), device=out.device, dtype=torch.int32)
-    return parts, counters
+    return parts, _stream_counters(out.device, index, plan[1])
 
 
 def _signature(t: torch.Tensor | None) -> tuple[Any, ...] | None:
@@ -1410,37 +1420,58 @@ def _prepare(
         return (_PERSISTENT, _launch_key(index, (*tensors, *scratch)), (min(sms, tiles), 1, 1),
                 (*tensors, *scratch, m, n, k, *strides, tail, splits), consts, cfg.num_warps, stages,
                 use_tma, plan)  # fmt: skip
-    # split_k: a workspace per call and two kernels (_split_launch).  In this tuple's slots:
-    # the launch key holds both kernels' keys (the workspace is always 16-byte aligned), the
-    # grid both grids, "args" the epilogue's four tensors and consts both constexpr tuples.
+    # split_k: one launch (_split_launch) with a workspace and the tiles' counters.  In this
+    # tuple's slots: "args" the epilogue's four tensors; "tail" the scalar arguments, the
+    # workspace's shape and the number of tiles (one counter each).
     splits, k_per_split = split_count(m, n, k, cfg, sm_count(a.device))
-    rm, rn = _REDUCE_BLOCK
     ep = (out, pre_t, bias_t, res_t)
-    keys = (
-        (index, a.dtype, b.dtype, torch.float32, a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0, True),
-        (index, torch.float32, *[t.dtype for t in ep], True, *[t.data_ptr() % 16 == 0 for t in ep]),
-    )  # _launch_key's, with the workspace's dtype and alignment in its place
-    grids = ((tiles, splits, 1), (cdiv(m, rm), cdiv(n, rn), 1))
-    tails = ((m, n, k, k_per_split, *strides[:4]), (m, n, splits, *strides[4:]), (splits, m, n))
-    consts = ((a_lay, b_lay, a_vec, b_vec, m_vec, c_vec, k_vec, even_k, prec, *tile),
-              (r_lay, r_vec, c_vec, code, store_pre, rm, rn))  # fmt: skip
-    return _SPLIT, keys, grids, ep, consts, cfg.num_warps, cfg.num_stages, tails
+    key = _launch_key(index, (a, b)) + tuple(t.dtype for t in ep) + tuple(t.data_ptr() % 16 == 0 for t in ep)
+    tails = ((m, n, k, k_per_split, splits, *strides), (splits, m, n), tiles)
+    consts = (a_lay, b_lay, a_vec, b_vec, m_vec, c_vec, k_vec, even_k, prec, r_lay, r_vec, code, store_pre, *tile)
+    return _SPLIT, key, (tiles, splits, 1), ep, consts, cfg.num_warps, cfg.num_stages, tails
 
 
 def _split_launch(
     a: torch.Tensor, b: torch.Tensor, epilogue_tensors: tuple[torch.Tensor, ...], index: int, prepared: tuple[Any, ...]
 ) -> None:  # fmt: skip
-    """Split-K's two launches: the partial products into a fresh fp32 workspace ``[splits, M,
-    N]``, then their sum in split order with the epilogue (``prepared`` from :func:`_prepare`)."""
-    _, keys, grids, _, consts, warps, stages, tails, *_ = prepared
-    ws = torch.empty(tails[2], device=a.device, dtype=torch.float32)
+    """Split-K's one launch (``prepared`` from :func:`_prepare`): the partial products into an
+    fp32 workspace ``[splits, M, N]``, each tile summed by its last program to finish."""
+    _, key, grid, _, consts, warps, stages, (scalars, shape, tiles), *_ = prepared
+    ws, counters = _split_buffers(a.device, index, shape, tiles)
+    args = (a, b, ws, counters, *epilogue_tensors, *scalars)
     if _recording is not None:
-        _launch(_SPLIT, (a, b, ws), index, grids[0], (a, b, ws, *tails[0]), consts[0], warps, stages)
-        _launch(_SPLIT_REDUCE, (ws, *epilogue_tensors), index, grids[1], (ws, *epilogue_tensors, *tails[1]),
-                consts[1], 4, 1)  # fmt: skip
+        _launch(_SPLIT, (a, b, ws, counters, *epilogue_tensors), index, grid, args, consts, warps, stages)
         return
-    _SPLIT.launch(keys[0], index, grids[0], (a, b, ws, *tails[0]), consts[0], warps, stages)
-    _SPLIT_REDUCE.launch(keys[1], index, grids[1], (ws, *epilogue_tensors, *tails[1]), consts[1], 4, 1)
+    _SPLIT.launch(key, index, grid, args, consts, warps, stages)
+
+
+# Split-K's workspace, kept per device and stream up to this many fp32 elements (32 MiB): a
+# fresh one from the allocator cost an eager call 5-9 µs of host time on the H200's host
+# (notes/2026-12-05e-probe-split-eager-gap-2237255.log).  Calls on one stream run in order,
+# so one call's partials are summed before the next call's are written; a larger workspace
+# (split-K forced on a large output) is taken fresh for the call.
+SPLIT_K_KEPT_WORKSPACE = 1 << 23
+_WORKSPACES: dict[tuple[int, int], torch.Tensor] = {}
+
+
+def _split_buffers(
+    device: torch.device, index: int, shape: tuple[int, int, int], tiles: int
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """Split-K's fp32 workspace of ``shape`` and int32 counters (zero) for ``tiles`` tiles.  Under
+    a CUDA-graph capture both are new tensors from the graph's pool (the counters' memset a
+    node of the graph), never the eager ones, which a replay must not share."""
+    size = shape[0] * shape[1] * shape[2]
+    if index >= 0 and capturing():
+        return (torch.empty(shape, device=device, dtype=torch.float32),
+                torch.zeros(tiles, device=device, dtype=torch.int32))  # fmt: skip
+    counters = _stream_counters(device, index, tiles)
+    if size > SPLIT_K_KEPT_WORKSPACE:
+        return torch.empty(shape, device=device, dtype=torch.float32), counters
+    key = (index, current_stream(index) if index >= 0 else 0)
+    ws = _WORKSPACES.get(key)
+    if ws is None or ws.numel() < size:
+        ws = _WORKSPACES[key] = torch.empty(max(size, 1 << 16), device=device, dtype=torch.float32)
+    return ws[:size].view(shape), counters
 
 
 def _forward(
@@ -1842,7 +1873,7 @@ def compiled_kernels(
 ) -> list:
     """Run ``matmul(a, b, ...)`` once (no grad) and return the Triton compiled kernel(s) it
     launched, in launch order (``n_regs``, ``n_spills``, ``metadata.shared``, ``asm["sass"]`` /
-    ``asm["cubin"]``): one for fixed/autotuned/persistent/warp_specialized, two for split_k.  Empty under the
+    ``asm["cubin"]``): one for every variant.  Empty under the
     interpreter (nothing is compiled) and for an empty output.  Same arguments and errors as
     :func:`matmul`."""
     global _recording

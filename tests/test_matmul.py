@@ -587,6 +587,73 @@ def test_split_k_splits_and_sums_in_a_fixed_order() -> None:
         assert torch.equal(matmul(a, b, variant="split_k", precision="ieee"), first), "split_k is not deterministic"
 
 
+@pytest.mark.parametrize("epilogue", [None, "bias", "bias_gelu", "residual"])
+def test_split_k_in_one_launch_leaves_its_counters_at_zero(epilogue) -> None:
+    """One launch: each tile's last program to arrive sums the partials and resets the tile's
+    counter.  A counter left set would make the next call's sum run early (a wrong product),
+    so after every call every counter is zero, and the kept workspace, poisoned with NaN
+    between calls, never leaks into a result (every partial is written before it is read)."""
+    m, n, k = 37, 70, 333  # 2 x 3 tiles of 32, 11 K blocks: 11 splits
+    a = randn((m, k), torch.bfloat16, "ol")
+    b = randn((k, n), torch.bfloat16, "ol2", scale=0.1)
+    bias = randn((n,), torch.bfloat16, "olb")
+    residual = randn((m, n), torch.bfloat16, "olr")
+    kw = {"bias": bias} if epilogue in ("bias", "bias_gelu") else {}
+    kw |= {"residual": residual} if epilogue == "residual" else {}
+    want = reference(a, b, epilogue, **kw)
+    first = matmul(a, b, variant="split_k", epilogue=epilogue, **kw)
+    assert_close(first, want, torch.bfloat16, f"split_k {epilogue}")
+    for _ in range(2):
+        assert not mm_module._COUNTERS[(-1, 0)].any(), "a tile counter was left set"
+        mm_module._WORKSPACES[(-1, 0)].fill_(float("nan"))
+        assert torch.equal(matmul(a, b, variant="split_k", epilogue=epilogue, **kw), first)
+    assert not mm_module._COUNTERS[(-1, 0)].any()
+
+
+def test_split_k_keeps_one_workspace_per_stream(monkeypatch) -> None:
+    """The workspace is kept and grown per device and stream; one past
+    ``SPLIT_K_KEPT_WORKSPACE`` elements is the call's own, and the kept one is left as it was.
+    Products of different shapes through the kept buffer stay right."""
+    mm_module._WORKSPACES.clear()
+    small = (randn((5, 200), torch.float32, "ws1"), randn((200, 40), torch.float32, "ws2"))
+    large = (randn((37, 333), torch.float32, "ws3"), randn((333, 70), torch.float32, "ws4"))
+    c = matmul(*small, variant="split_k", precision="ieee")
+    kept = mm_module._WORKSPACES[(-1, 0)]
+    assert kept.numel() >= 7 * 5 * 40
+    matmul(*small, variant="split_k", precision="ieee")
+    assert mm_module._WORKSPACES[(-1, 0)] is kept  # not taken again
+    d = matmul(*large, variant="split_k", precision="ieee")
+    assert_close(d, reference(*large), torch.float32, "large through the kept workspace")
+    assert torch.equal(matmul(*small, variant="split_k", precision="ieee"), c)
+    grown = mm_module._WORKSPACES[(-1, 0)]
+    monkeypatch.setattr(mm_module, "SPLIT_K_KEPT_WORKSPACE", 7 * 5 * 40)
+    taken = []
+    empty = torch.empty
+    monkeypatch.setattr(torch, "empty", lambda *s, **kw: taken.append(s) or empty(*s, **kw))
+    e = matmul(*large, variant="split_k", precision="ieee")  # 11 x 37 x 70 elements: over the limit
+    assert mm_module._WORKSPACES[(-1, 0)] is grown and taken, "over the limit: a workspace of its own"
+    assert_close(e, reference(*large), torch.float32, "large, own workspace")
+
+
+def test_split_k_buffers_under_a_capture_are_the_graphs(monkeypatch) -> None:
+    """Under a CUDA-graph capture the workspace and counters are new tensors (the graph's
+    pool; the counters zeroed by a node of the graph), and the kept ones are not touched."""
+    monkeypatch.setattr(mm_module, "capturing", lambda: True)
+    monkeypatch.setattr(mm_module, "current_stream", lambda index: 7)
+    mm_module._WORKSPACES.clear()
+    counters_before = dict(mm_module._COUNTERS)
+    ws, counters = mm_module._split_buffers(torch.device("cpu"), 0, (3, 5, 7), 4)
+    assert ws.shape == (3, 5, 7) and ws.dtype == torch.float32
+    assert counters.shape == (4,) and counters.dtype == torch.int32 and not counters.any()
+    assert not mm_module._WORKSPACES
+    assert dict(mm_module._COUNTERS) == counters_before
+    monkeypatch.setattr(mm_module, "capturing", lambda: False)
+    ws2, counters2 = mm_module._split_buffers(torch.device("cpu"), 0, (3, 5, 7), 4)
+    assert mm_module._WORKSPACES[(0, 7)].data_ptr() == ws2.data_ptr() and mm_module._COUNTERS[(0, 7)] is counters2
+    mm_module._WORKSPACES.pop((0, 7))
+    mm_module._COUNTERS.pop((0, 7))
+
+
 def test_split_count_keeps_every_split_non_empty() -> None:
     cfg = TileConfig(16, 128, 128, 1, 4, 4)
     for m, n, k in [(1, 4096, 14336), (128, 4096, 14336), (16, 14336, 4096), (1, 128, 200), (64, 256, 128)]:
