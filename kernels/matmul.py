@@ -1451,6 +1451,7 @@ def _split_launch(
 # so one call's partials are summed before the next call's are written; a larger workspace
 # (split-K forced on a large output) is taken fresh for the call.
 SPLIT_K_KEPT_WORKSPACE = 1 << 23
+SPLIT_K_KEPT_STREAMS = 8  # at most this many kept (a program that makes a stream a call frees them)
 _WORKSPACES: dict[tuple[int, int], torch.Tensor] = {}
 
 
@@ -1470,6 +1471,8 @@ def _split_buffers(
     key = (index, current_stream(index) if index >= 0 else 0)
     ws = _WORKSPACES.get(key)
     if ws is None or ws.numel() < size:
+        if ws is None and len(_WORKSPACES) >= SPLIT_K_KEPT_STREAMS:  # streams made and dropped: bounded
+            _WORKSPACES.clear()
         ws = _WORKSPACES[key] = torch.empty(max(size, 1 << 16), device=device, dtype=torch.float32)
     return ws[:size].view(shape), counters
 

@@ -635,6 +635,18 @@ def test_split_k_keeps_one_workspace_per_stream(monkeypatch) -> None:
     assert_close(e, reference(*large), torch.float32, "large, own workspace")
 
 
+def test_split_k_keeps_workspaces_for_a_bounded_number_of_streams(monkeypatch) -> None:
+    # a program that makes a new stream for every call must not keep a workspace for each
+    mm_module._WORKSPACES.clear()
+    streams = iter(range(100, 200))
+    monkeypatch.setattr(mm_module, "current_stream", lambda index: next(streams))
+    for _ in range(3 * mm_module.SPLIT_K_KEPT_STREAMS):
+        mm_module._split_buffers(torch.device("cpu"), 0, (2, 3, 5), 1)
+        assert 1 <= len(mm_module._WORKSPACES) <= mm_module.SPLIT_K_KEPT_STREAMS
+    mm_module._WORKSPACES.clear()
+    mm_module._COUNTERS.clear()
+
+
 def test_split_k_buffers_under_a_capture_are_the_graphs(monkeypatch) -> None:
     """Under a CUDA-graph capture the workspace and counters are new tensors (the graph's
     pool; the counters zeroed by a node of the graph), and the kept ones are not touched."""
