@@ -6,11 +6,17 @@ the default dispatch and ``WS_CONFIG``, not a study: interleaved rounds, medians
 per-round paired ratio (cuBLAS over the variant: above 1 is faster) and rounds won.
 
     python3 notes/probe_ws_configs.py > $OUT/probe_ws_configs.log
+
+A subset or other candidates (twenty-third session): ``LAB_WS_CONFIGS="name=128,128,64,16,5,4;..."``
+(block_m, block_n, block_k, group_m, stages, warps; ``default`` for WS_CONFIG),
+``LAB_WS_SHAPES="bf16:4096x4096x4096;..."``, ``LAB_WS_GELU=0`` to leave out the bias + GELU case,
+``LAB_WS_ROUNDS`` (12).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 
@@ -39,6 +45,17 @@ SHAPES = [
     ("bf16", (2048, 2048, 2048)),
 ]
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16}
+if os.environ.get("LAB_WS_CONFIGS"):
+    CONFIGS = {
+        name: None if spec == "default" else TileConfig(*map(int, spec.split(",")))
+        for name, spec in (item.split("=") for item in os.environ["LAB_WS_CONFIGS"].split(";"))
+    }
+if os.environ.get("LAB_WS_SHAPES"):
+    SHAPES = [
+        (dt, tuple(map(int, dims.split("x"))))
+        for dt, dims in (item.split(":") for item in os.environ["LAB_WS_SHAPES"].split(";"))
+    ]
+ROUNDS = int(os.environ.get("LAB_WS_ROUNDS", "12"))
 
 
 def cublas_kernels(fn) -> list[str]:  # type: ignore[no-untyped-def]
@@ -87,9 +104,11 @@ def main() -> None:
                 fns.pop(name)
         print(json.dumps({"case": label, "cublas_kernels": cublas_kernels(fns["cublas"])}), flush=True)
         calls = max(1, round(2e-3 / (2 * m * n * k / 650e12)))  # about 2 ms a sample
-        report(label, interleaved_us(fns, calls, 12), 2 * m * n * k, "cublas", errors)
+        report(label, interleaved_us(fns, calls, ROUNDS), 2 * m * n * k, "cublas", errors)
         del a, b, ref
         torch.cuda.empty_cache()
+    if os.environ.get("LAB_WS_GELU") == "0":
+        return
     # bias + GELU at 8192³ bf16: against addmm + GELU and cuBLASLt's own GELU epilogue
     m = n = k = 8192
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=gen)
@@ -105,7 +124,7 @@ def main() -> None:
         fns[name] = lambda cfg=cfg: matmul(a, b, variant="warp_specialized", epilogue="bias_gelu", bias=bias,
                                            config=cfg)  # fmt: skip
     errors = {name: round(float((fn().float() - ref).norm() / ref.norm()), 6) for name, fn in fns.items()}
-    report("bias_gelu bf16 8192x8192x8192", interleaved_us(fns, 2, 12), 2 * m * n * k, "addmm+gelu", errors)
+    report("bias_gelu bf16 8192x8192x8192", interleaved_us(fns, 2, ROUNDS), 2 * m * n * k, "addmm+gelu", errors)
 
 
 if __name__ == "__main__":
