@@ -604,7 +604,9 @@ def grouping_observation(view: StudyView) -> list[Claim]:
             "grouping-order-neutral-beyond-l2",
             text,
             not wide,
-            evidence=cases_evidence(f"a resolved gap beyond {GROUPING_NEUTRAL:.2f}×", sorted(set(wide), key=_order)),
+            evidence=cases_evidence(
+                "a resolved gap beyond the bound", sorted({c.case_id: c for c in wide}.values(), key=_order)
+            ),
         )
     ]
 
