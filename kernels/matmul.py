@@ -690,7 +690,7 @@ INTERPRETER_CONFIG = TileConfig(32, 32, 32, 2, 1, 4)
 # deep: a deep K read by as few programs as the output has tiles is what split-K is for, and it
 # costs a workspace and an atomic a program where the autotuned kernel needs neither.  Every
 # threshold here was measured with the two-launch form (a reduce kernel after the partials),
-# which one launch replaced on 2026-12-05: device time within 2% at 9 of 10 decode shapes,
+# which one launch replaced at 06c3dc0 (landed 2026-12-06): device time within 2% at 9 of 10 decode shapes,
 # 7.6% behind at 128x4096x4096, and one launch less of host time an eager call
 # (notes/2026-12-05a-probe-split-one-launch-342e58f.log and
 # 2026-12-05e-probe-split-eager-gap-2237255.log).  At K = 4096 with split-K's tile before
