@@ -96,18 +96,35 @@ def _drain(c_smem, dst, row0, col0, M, N):
 
 
 @gluon.jit
-def _store(val, dst, c_smem, row0, col0, M, N, C_TMA: gl.constexpr):
-    # One [BM, BN] tile of the output (or of the pre-activation) through this consumer's shared
-    # tile.  C_TMA: ``dst`` is a descriptor and one asynchronous TMA store writes the tile (the
-    # next write of c_smem waits for it to leave); else ``dst`` is a pointer (_drain).
+def _store_box(val, dst, c_smem, row0, col0, M, N, C_TMA: gl.constexpr):
+    # One box of the output (or of the pre-activation) through this consumer's shared tile.
+    # C_TMA: ``dst`` is a descriptor and one asynchronous TMA store writes the box (the next
+    # write of c_smem waits for it to leave); else ``dst`` is a pointer (_drain).
     if C_TMA:
         tma.store_wait(0)
-        c_smem.store(val.to(c_smem.dtype))
+        c_smem.store(val)
         fence_async_shared()
         tma.async_copy_shared_to_global(dst, [row0, col0], c_smem)
     else:
-        c_smem.store(val.to(c_smem.dtype))
+        c_smem.store(val)
         _drain(c_smem, dst, row0, col0, M, N)
+
+
+@gluon.jit
+def _store(val, dst, c_smem, row0, col0, M, N, C_TMA: gl.constexpr, SPLIT: gl.constexpr):
+    # The consumer's [BM, BN] tile, whole or (SPLIT) as two [BM, BN / 2] halves through a
+    # shared tile of half the width: 16 or 32 KB less shared memory a consumer, which buys the
+    # ring a stage.  The accumulator's layout holds a column's high bit in registers, so the
+    # reshape / permute / split below renames registers and moves no data.
+    val = val.to(c_smem.dtype)
+    if SPLIT:
+        BM: gl.constexpr = val.shape[0]
+        HALF: gl.constexpr = val.shape[1] // 2
+        lo, hi = gl.split(gl.permute(gl.reshape(val, [BM, 2, HALF]), (0, 2, 1)))
+        _store_box(lo, dst, c_smem, row0, col0, M, N, C_TMA)
+        _store_box(hi, dst, c_smem, row0, col0 + HALF, M, N, C_TMA)
+    else:
+        _store_box(val, dst, c_smem, row0, col0, M, N, C_TMA)
 
 
 @gluon.jit
@@ -157,7 +174,7 @@ def _consumer(
     c_smem, num_tiles, num_m, num_n, k_steps,
     WG: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, S: gl.constexpr, GROUP_M: gl.constexpr,
     A_T: gl.constexpr, B_T: gl.constexpr, COOP: gl.constexpr, EPILOGUE: gl.constexpr, STORE_PRE: gl.constexpr,
-    C_TMA: gl.constexpr,
+    C_TMA: gl.constexpr, SPLIT: gl.constexpr,
 ):  # fmt: skip
     layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 16])
     pid, nprog = gl.program_id(0), gl.num_programs(0)
@@ -203,11 +220,11 @@ def _consumer(
             acc = acc + gl.load(res_ptr + offs, mask=mask, other=0.0).to(gl.float32)
         if EPILOGUE == 2:
             if STORE_PRE:  # the pre-activation for the backward, through the same shared tile
-                _store(acc, pre_desc, c_smem, row0, col0, M, N, C_TMA)
+                _store(acc, pre_desc, c_smem, row0, col0, M, N, C_TMA, SPLIT)
             # tanh-GELU as z * sigmoid(2u) = z / (1 + exp(-2u)), u = sqrt(2/pi) (z + 0.044715 z^3)
             u = GELU_C * (acc + GELU_A * acc * acc * acc)
             acc = acc / (1.0 + gl.exp2(-_TWO_LOG2E * u))
-        _store(acc, c_desc, c_smem, row0, col0, M, N, C_TMA)
+        _store(acc, c_desc, c_smem, row0, col0, M, N, C_TMA, SPLIT)
     if C_TMA:
         tma.store_wait(0)
 
@@ -220,7 +237,7 @@ def ws_matmul_kernel(
     s_a: tl.int64, s_b: tl.int64, s_bias: tl.int64, s_rm: tl.int64, s_rn: tl.int64,
     A_T: gl.constexpr, B_T: gl.constexpr, EPILOGUE: gl.constexpr, STORE_PRE: gl.constexpr,
     BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr,
-    S: gl.constexpr, COOP: gl.constexpr, C_TMA: gl.constexpr,
+    S: gl.constexpr, COOP: gl.constexpr, C_TMA: gl.constexpr, SPLIT: gl.constexpr,
 ):  # fmt: skip
     """``c[M, N] = epilogue(a @ b)`` for fp16/bf16, one program per SM (grid ≤ tiles).
 
@@ -230,7 +247,8 @@ def ws_matmul_kernel(
     bytes), else by pointer stores.  EPILOGUE: 0 none, 1 bias, 2 bias + tanh-GELU (STORE_PRE:
     z to ``pre`` too), 3 residual (strides ``s_rm``, ``s_rn``).  A tile is ``BLOCK_M x
     BLOCK_N`` (split by rows between the consumers when COOP), K steps of ``BLOCK_K``, ``S``
-    ring stages.  Launch with 4 warps (the first consumer; the partitions add the rest)."""
+    ring stages; SPLIT stores each consumer's tile as two halves of its columns.  Launch with
+    4 warps (the first consumer; the partitions add the rest)."""
     dtype: gl.constexpr = a_ptr.dtype.element_ty
     if COOP:
         BM: gl.constexpr = BLOCK_M // 2
@@ -252,15 +270,19 @@ def ws_matmul_kernel(
         b_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_K, BLOCK_N], dtype)
         b_desc = tma.make_tensor_descriptor(b_ptr, [K, N], [s_b, 1], [BLOCK_K, BLOCK_N], b_layout)
         b_bufs = gl.allocate_shared_memory(dtype, [S, BLOCK_K, BLOCK_N], b_layout)
-    c_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BM, BLOCK_N], dtype)
+    if SPLIT:
+        BOX_N: gl.constexpr = BLOCK_N // 2
+    else:
+        BOX_N: gl.constexpr = BLOCK_N
+    c_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BM, BOX_N], dtype)
     if C_TMA:
-        c_desc = tma.make_tensor_descriptor(c_ptr, [M, N], [N, 1], [BM, BLOCK_N], c_layout)
-        pre_desc = tma.make_tensor_descriptor(pre_ptr, [M, N], [N, 1], [BM, BLOCK_N], c_layout)
+        c_desc = tma.make_tensor_descriptor(c_ptr, [M, N], [N, 1], [BM, BOX_N], c_layout)
+        pre_desc = tma.make_tensor_descriptor(pre_ptr, [M, N], [N, 1], [BM, BOX_N], c_layout)
     else:  # rows not 16-byte aligned: stored through pointers (_store)
         c_desc = c_ptr
         pre_desc = pre_ptr
-    c0 = gl.allocate_shared_memory(dtype, [BM, BLOCK_N], c_layout)
-    c1 = gl.allocate_shared_memory(dtype, [BM, BLOCK_N], c_layout)
+    c0 = gl.allocate_shared_memory(dtype, [BM, BOX_N], c_layout)
+    c1 = gl.allocate_shared_memory(dtype, [BM, BOX_N], c_layout)
     turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     mbarrier.init(turn.index(0), count=1)
     mbarrier.init(turn.index(1), count=1)
@@ -277,10 +299,10 @@ def ws_matmul_kernel(
         [
             (_consumer, (c_desc, pre_desc, bias_ptr, res_ptr, M, N, s_bias, s_rm, s_rn, a_bufs, b_bufs, ready,
                          empty, turn, c0, num_tiles, num_m, num_n, k_steps, 0, BM, BLOCK_N, S, GROUP_M, A_T, B_T,
-                         COOP, EPILOGUE, STORE_PRE, C_TMA)),
+                         COOP, EPILOGUE, STORE_PRE, C_TMA, SPLIT)),
             (_consumer, (c_desc, pre_desc, bias_ptr, res_ptr, M, N, s_bias, s_rm, s_rn, a_bufs, b_bufs, ready,
                          empty, turn, c1, num_tiles, num_m, num_n, k_steps, 1, BM, BLOCK_N, S, GROUP_M, A_T, B_T,
-                         COOP, EPILOGUE, STORE_PRE, C_TMA)),
+                         COOP, EPILOGUE, STORE_PRE, C_TMA, SPLIT)),
             (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, num_tiles, num_m, num_n, k_steps, BLOCK_M,
                          BLOCK_N, BLOCK_K, S, GROUP_M, A_T, B_T)),
         ],

@@ -998,12 +998,27 @@ def _constant(value: Any) -> bool:
     return isinstance(value, (bool, int, float, str, TileConfig))
 
 
-def ws_shared_bytes(config: TileConfig, element_size: int = 2) -> int:
-    """Shared memory of the warp-specialized kernel with ``config``: the ring (``num_stages``
-    stages of an ``a`` and a ``b`` box) and the two consumers' output tiles."""
+def _ws_ring_and_tiles(config: TileConfig, element_size: int) -> tuple[int, int]:
     consumer_rows = config.block_m // (config.num_warps // 4)
     ring = config.num_stages * (config.block_m + config.block_n) * config.block_k
-    return (ring + 2 * consumer_rows * config.block_n) * element_size + 1024  # + barriers, alignment
+    return ring * element_size, 2 * consumer_rows * config.block_n * element_size
+
+
+def ws_epilogue_split(config: TileConfig, element_size: int = 2) -> bool:
+    """Whether the warp-specialized kernel with ``config`` stores each consumer's output tile
+    as two halves of its columns (``SPLIT`` in kernels/_matmul_ws.py): where the ring beside
+    two whole output tiles would exceed :data:`WS_SHARED_LIMIT` and half-width tiles fit (a
+    cooperative tile with 4 stages, ping-pong 128 x 128 with 6)."""
+    ring, tiles = _ws_ring_and_tiles(config, element_size)
+    return ring + tiles + 1024 > WS_SHARED_LIMIT
+
+
+def ws_shared_bytes(config: TileConfig, element_size: int = 2) -> int:
+    """Shared memory (bytes) of the warp-specialized kernel with ``config``: the ring
+    (``num_stages`` stages of an ``a`` and a ``b`` box) and the two consumers' output tiles,
+    half width where :func:`ws_epilogue_split`, plus 1 KB for barriers and alignment."""
+    ring, tiles = _ws_ring_and_tiles(config, element_size)
+    return ring + (tiles // 2 if ws_epilogue_split(config, element_size) else tiles) + 1024
 
 
 def ws_eligible(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -1377,8 +1392,9 @@ def _prepare(
         if ws_eligible(a, b):
             cfg = config or WS_CONFIG
             a_t, b_t = a_lay == _OUTER, b_lay == _OUTER  # read through descriptors of the memory as it lies
+            split = ws_epilogue_split(cfg, a.element_size())
             consts = (a_t, b_t, code, store_pre, cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m,
-                      cfg.num_stages, cfg.num_warps == 8, c_vec > 1)  # fmt: skip
+                      cfg.num_stages, cfg.num_warps == 8, c_vec > 1, split)  # fmt: skip
             tiles = cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n)
             args = (*tensors, m, n, k, s_ak if a_t else s_am, s_bn if b_t else s_bk, s_bias, s_rm, s_rn)
             return (_WS, _launch_key(index, tensors), (min(sm_count(a.device), tiles), 1, 1), args, consts, 4, 1, True,

@@ -8,6 +8,7 @@ the small odd shapes here still span several tiles, several K steps and a ragged
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import json
@@ -1204,6 +1205,9 @@ def test_ws_plan_epilogues_and_cooperative_config(monkeypatch) -> None:
     assert (named["EPILOGUE"], named["STORE_PRE"], named["COOP"]) == (2, True, True)
     assert (named["BLOCK_M"], named["BLOCK_N"], named["BLOCK_K"], named["GROUP_M"], named["S"]) == (256, 128, 64, 4, 3)
     assert args[3] is pre and args[4] is bias and grid == (1, 1, 1)
+    assert not named["SPLIT"]  # 3 stages beside whole output tiles fit
+    _, _, _, _, consts, *_ = _ws_plan(a, b, monkeypatch, config=dataclasses.replace(cfg, num_stages=4))
+    assert dict(zip(mm_module._WS.const_names, consts, strict=True))["SPLIT"]  # 4 fit beside half-width tiles
 
 
 def test_ws_runs_where_it_can_store_the_output(monkeypatch) -> None:
@@ -1234,7 +1238,8 @@ WS_BAD = [
     (TileConfig(256, 128, 64, 8, 3, 4), "64 or 128 rows"),
     (TileConfig(128, 256, 64, 8, 3, 4), "128 x 128 outputs"),
     (TileConfig(128, 128, 128, 8, 3, 4), "128 bytes"),
-    (TileConfig(128, 128, 64, 8, 6, 4), "shared memory"),
+    (TileConfig(128, 128, 64, 8, 7, 4), "shared memory"),  # 7 x 32 KB: no room even for half-width output tiles
+    (TileConfig(256, 128, 64, 8, 5, 8), "shared memory"),
 ]
 
 
@@ -1482,6 +1487,11 @@ probe("odd N w.T", a, torch.empty(383, 256, dtype=bf).T, spills=True)
 probe("odd N bias_gelu + pre", a, odd, epilogue="bias_gelu", bias=torch.empty(383, dtype=bf),
       pre=torch.empty(512, 383, dtype=bf))
 probe("odd N coop 256x128", a, odd, spills=True, config=mm.TileConfig(256, 128, 64, 8, 3, 8))
+# half-width output tiles (SPLIT): the ring's stages beside them would not fit whole tiles
+probe("split ping-pong 6 stages", a, b, spills=True, config=mm.TileConfig(128, 128, 64, 8, 6, 4))
+probe("split coop 256x128 4 stages bias_gelu + pre", a, b, spills=True, config=mm.TileConfig(256, 128, 64, 8, 4, 8),
+      epilogue="bias_gelu", bias=torch.empty(384, dtype=bf), pre=torch.empty(512, 384, dtype=bf))
+probe("odd N split coop 128x256 4 stages", a, odd, spills=True, config=mm.TileConfig(128, 256, 64, 8, 4, 8))
 """
 
 
@@ -1596,7 +1606,7 @@ def test_ws_kernel_compiles_for_hopper_with_partitions_wgmma_and_tma() -> None:
     store, for an odd N), shared memory within the host's model of it (which admits configs)
     and the Hopper limit, and no register spills."""
     reports = codegen_reports(_WS_CODEGEN_PROBE)
-    assert len(reports) == 13
+    assert len(reports) == 16
     for name, r in reports.items():
         assert r["wgmma"] > 0 and r["setmaxnreg"] > 0, r
         assert r["tma_loads"] >= 2, r
@@ -1609,6 +1619,12 @@ def test_ws_kernel_compiles_for_hopper_with_partitions_wgmma_and_tma() -> None:
             assert "0 bytes spill stores" in r["ptxas"] and "0 bytes spill loads" in r["ptxas"], r["ptxas"]
     assert reports["bias_gelu + pre"]["tma_stores"] > reports["bias"]["tma_stores"]  # z, then gelu(z)
     assert reports["odd N bias_gelu + pre"]["pointer_stores"] == 2 * reports["odd N"]["pointer_stores"]
+    # Half-width output tiles: two TMA stores a tile where one stored it whole, in a shared
+    # footprint that whole tiles beside that ring would have taken past the limit.
+    assert reports["split ping-pong 6 stages"]["tma_stores"] == 2 * reports["a b"]["tma_stores"]
+    split_gelu = reports["split coop 256x128 4 stages bias_gelu + pre"]
+    assert split_gelu["tma_stores"] == 2 * reports["bias_gelu + pre"]["tma_stores"]
+    assert reports["odd N split coop 128x256 4 stages"]["pointer_stores"] > 0
     # A stage of the ring is released by every consumer that read it: two in the cooperative
     # schedule (both read each stage), one in ping-pong (each stage belongs to one tile).
     for name, r in reports.items():

@@ -356,6 +356,10 @@ WS_CONFIGS = {
     "ping-pong 4 stages": TileConfig(128, 128, 64, 8, 4, 4),
     "cooperative 256x128": TileConfig(256, 128, 64, 8, 3, 8),
     "cooperative 128x256": TileConfig(128, 256, 64, 8, 3, 8),
+    # a stage more than whole output tiles leave room for: stored as two half-width boxes (SPLIT)
+    "ping-pong 6 stages half-width": TileConfig(128, 128, 64, 8, 6, 4),
+    "cooperative 256x128 4 stages half-width": TileConfig(256, 128, 64, 8, 4, 8),
+    "cooperative 128x256 4 stages half-width": TileConfig(128, 256, 64, 8, 4, 8),
 }
 # (M, N, K): edges in every dimension (TMA zero-fills the loads and clips the stores), a K
 # tail of 8, one row, fewer tiles than programs, and more tiles than two waves; an odd N
@@ -370,6 +374,7 @@ WS_SHAPES = [(300, 520, 72), (1, 4096, 4096), (1000, 1048, 1032), (2304, 2560, 1
 def test_ws_kernel_edges_layouts_and_schedules(name, shape) -> None:
     m, n, k = shape
     config = WS_CONFIGS[name]
+    assert mm_module.ws_epilogue_split(config or mm_module.WS_CONFIG) == name.endswith("half-width")
     for i, (a_t, b_t) in enumerate(((False, False), (True, False), (False, True), (True, True))):
         dtype = torch.float16 if i % 2 else torch.bfloat16
         a = randn((k, m), dtype, 100 + i).T if a_t else randn((m, k), dtype, 100 + i)
@@ -384,7 +389,10 @@ def test_ws_kernel_edges_layouts_and_schedules(name, shape) -> None:
 
 @hopper_only
 @pytest.mark.parametrize("n", [1048, 1049])
-@pytest.mark.parametrize("name", ["ping-pong", "cooperative 256x128"])
+@pytest.mark.parametrize(
+    "name",
+    ["ping-pong", "cooperative 256x128", "ping-pong 6 stages half-width", "cooperative 128x256 4 stages half-width"],
+)
 @pytest.mark.parametrize("epilogue", ["bias", "bias_gelu", "residual"])
 def test_ws_epilogues_at_edges(name, epilogue, n) -> None:
     m, k = 1000, 1032
