@@ -18,6 +18,11 @@ Exploration, not a study: the published numbers come from `python -m bench run .
   and without (at 4096³ the tail cost 30 µs more than it saved, at 8192³ it saved 46 µs:
   notes/2026-12-03-probe-matmul-streamk-6406b22.log; ran at 6cc31e8, the tail has since been
   removed, so these two probes now time the same kernel).
+* ``mm_gG_N``: the persistent GEMM at N³ bf16 with its own tile (128x256x64, 3 stages, 8 warps)
+  in groups of G tile rows (``mm_g1_8192``, ``mm_g8_8192``, ``mm_g16_8192``, ...): the GEMM
+  page reads that grouped and row-major orders run level beyond the L2 because the tiles in
+  flight share their K slices at any moment; the L2 hit rate and the DRAM bytes read of each
+  order test that reading (2026-12-06).
 * ``rope`` / ``rope_compile``: RoPE's forward at T = 16384, 32 / 8 heads, head dim 128: ours
   104 us, torch.compile's 85 in run rope-20261201T225422Z-b6cb1d3.
 
@@ -27,6 +32,8 @@ Exploration, not a study: the published numbers come from `python -m bench run .
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import sys
 from collections.abc import Callable
 
@@ -81,6 +88,15 @@ def _call(which: str) -> Callable[[], object]:
 
         fn = torch.compile(hf_rope)
         return lambda: fn(q, k, cos, sin)
+    if re.fullmatch(r"mm_g\d+_\d+", which):
+        from kernels.matmul import PERSISTENT_CONFIG, matmul
+
+        group, n = (int(v) for v in which[4:].split("_"))
+        a = torch.randn(n, n, device=dev).to(torch.bfloat16)
+        b = torch.randn(n, n, device=dev).to(torch.bfloat16)
+        config = dataclasses.replace(PERSISTENT_CONFIG, group_m=group)
+        print("config", config, flush=True)
+        return lambda: matmul(a, b, variant="persistent", config=config)
     if which.startswith("mm_"):  # mm_spread_4096 / mm_whole_4096 / mm_spread_8192 / mm_whole_8192
         import importlib
 
