@@ -744,7 +744,7 @@ PERSISTENT_MIN_MNK = 1024**3  # TF32: persistent on Hopper from M·N·K of 1024�
 # at 2048³ (128 tiles on 132 SMs) 3% faster, and at 16384x1024x1024 (512 tiles) the
 # persistent kernel was 10% ahead (57.0 against 62.9).
 PERSISTENT_MIN_WAVES = 1
-WS_MIN_WAVES = 4  # warp_specialized from this many 128x128 tiles per SM (two consumers a program)
+WS_MIN_WAVES = 4  # warp_specialized from this many 128x128 tiles' worth of output per SM
 # The persistent kernel's partial last wave split along K (tail_split): below TAIL_MAX_WAVES
 # waves of its tiles, into at most TAIL_MAX_SPLITS ranges, all but the last of at least
 # TAIL_MIN_STEPS K steps.  notes/2026-12-04d-probe-stream-k-aed534c.log (warm, µs, split tail /
@@ -760,9 +760,12 @@ WS_MIN_WAVES = 4  # warp_specialized from this many 128x128 tiles per SM (two co
 #   steps (the partials' write, wait and sum: about 15 K steps of a tile on the median of
 #   that probe's products, 2 to 25 among them, at K from 2048 to 8192);
 # - with whole tiles: its waves, rounded up;
-# - the warp-specialized kernel: its 128x128 tiles' waves rounded up, halved (two consumers
-#   a program, tiles handed out one at a time, so its last wave is filled in half tiles), and
-#   WS_K_TAIL_STEPS K steps more a tile where K is not a multiple of its 64-deep step.
+# - the warp-specialized kernel: its tiles' waves rounded up, each wave WS_CONFIG's tile area
+#   over the persistent tile's (ping-pong 128x128: half a tile-time; the two consumers take a
+#   tile each, handed out one at a time, so its last wave is filled in half tiles; a cooperative
+#   128x256 or 256x128 tile, both consumers on one: a whole tile-time), and WS_K_TAIL_STEPS
+#   K steps more a tile where K is not a multiple of its step.  The model was fitted with
+#   ping-pong 128x128 tiles only; the area is what a cooperative WS_CONFIG would be charged.
 # The model put each of that probe's 24 plain products within 3% of its measured time ratio
 # between the two kernels, and the 11 of the earlier probes (the split-tail and whole-tile
 # rows of notes/2026-12-04d-probe-stream-k-aed534c.log and -probe-tail-bound-0a22e1c.log
@@ -888,7 +891,7 @@ def default_variant(
       runs whole tiles) and costs at least ``TAIL_MARGIN`` (relative) less than
       ``warp_specialized``; else, by
       whole waves, ``warp_specialized`` where it costs less, or the same with at least
-      ``WS_MIN_WAVES`` waves of its 128x128 tiles, ``persistent`` otherwise.  Both read an
+      ``WS_MIN_WAVES`` waves of 128x128 tiles' worth of output, ``persistent`` otherwise.  Both read an
       operand TMA cannot read from an aligned copy (:func:`tma_copy`); where the
       warp-specialized kernel cannot run (``tma`` false), ``persistent``.  ``autotuned`` below
       one wave.
@@ -945,13 +948,14 @@ def default_variant(
     splits = tail_split(tiles, k_tiles, sms)[1] if full_stages else 1
     ws_tiles = cdiv(m, WS_CONFIG.block_m) * cdiv(n, WS_CONFIG.block_n)
     k_tail = WS_K_TAIL_STEPS / k_tiles if k % WS_CONFIG.block_k and full_stages else 0.0
-    ws = cdiv(ws_tiles, sms) / 2 * (1 + k_tail)
+    ws_area = WS_CONFIG.block_m * WS_CONFIG.block_n
+    ws = cdiv(ws_tiles, sms) * ws_area / (PERSISTENT_CONFIG.block_m * PERSISTENT_CONFIG.block_n) * (1 + k_tail)
     if splits > 1 and ws > (tiles // sms + 1 / splits + TAIL_COST_STEPS / k_tiles) * (1 + TAIL_MARGIN):
         return "persistent"
     whole = cdiv(tiles, sms)
     # Whole tiles, level: the warp-specialized kernel from WS_MIN_WAVES of its waves (1-1.5%
     # ahead at 8192³, level at 4096³), the persistent kernel below (6% ahead at 5120x1280x5120).
-    if ws < whole or (ws == whole and ws_tiles >= WS_MIN_WAVES * sms):
+    if ws < whole or (ws == whole and ws_tiles * ws_area >= WS_MIN_WAVES * sms * 128 * 128):
         return "warp_specialized"
     return "persistent"
 

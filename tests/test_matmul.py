@@ -1425,6 +1425,23 @@ def test_ws_default_dispatch(monkeypatch) -> None:
     assert default_variant(4096, 4096, 4096, dev, torch.bfloat16, "bias_gelu") == "autotuned"
 
 
+@pytest.mark.parametrize("tile", [(128, 256, 32, 8, 6, 8), (256, 128, 64, 8, 4, 8)])
+def test_ws_cost_follows_a_cooperative_ws_config(monkeypatch, tile) -> None:
+    # A cooperative WS_CONFIG (both consumers on one tile of the persistent tile's area) is
+    # charged a whole tile-time a wave, not the ping-pong tile's half: no half-filled last wave.
+    monkeypatch.setattr(mm_module, "INTERPRETER", False)
+    monkeypatch.setattr(mm_module, "sm_count", lambda device: 132)
+    monkeypatch.setattr(mm_module, "_capability", lambda index: (9, 0))
+    monkeypatch.setattr(mm_module, "WS_CONFIG", mm_module.TileConfig(*tile))
+    dev = torch.device("cuda", 0)
+    # 136 persistent tiles (2 waves) against 136 or 144 cooperative ones (2 waves): level, and
+    # 272 or 288 128x128 tiles' worth is under WS_MIN_WAVES a SM (ping-pong: 3 waves of half)
+    assert default_variant(2176, 2048, 512, dev, torch.bfloat16) == "persistent"
+    # level at whole waves, from exactly WS_MIN_WAVES x 132 128x128 tiles' worth (264 of either)
+    assert default_variant(1536, 5632, 4096, dev, torch.bfloat16) == "warp_specialized"
+    assert default_variant(4096, 4096, 4096, dev, torch.bfloat16) == "warp_specialized"  # 4 waves each
+
+
 _WS_CODEGEN_PROBE = r"""
 import importlib, json, re, subprocess, sys, tempfile
 import torch
