@@ -10,7 +10,11 @@ per-round paired ratio (cuBLAS over the variant: above 1 is faster) and rounds w
 A subset or other candidates (twenty-third session): ``LAB_WS_CONFIGS="name=128,128,64,16,5,4;..."``
 (block_m, block_n, block_k, group_m, stages, warps; ``default`` for WS_CONFIG),
 ``LAB_WS_SHAPES="bf16:4096x4096x4096;..."``, ``LAB_WS_GELU=0`` to leave out the bias + GELU case,
-``LAB_WS_ROUNDS`` (12).
+``LAB_WS_ROUNDS`` (12).  A config whose two output tiles leave its ring too little room runs
+them as half-width boxes (``kernels.matmul.ws_epilogue_split``, from 5b93630), e.g.
+``128,256,64,8,4,8`` or ``128,256,32,8,6,8``; its JSON lines name it as given.  Logs: H200
+2026-12-03 (``2026-12-03-probe-ws-configs-c315e77.log``), H100 2026-12-06
+(``2026-12-06c-probe-ws-configs-5b93630-h100.log``, split configs among them).
 """
 
 from __future__ import annotations
