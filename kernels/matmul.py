@@ -680,6 +680,14 @@ PERSISTENT_CONFIG_TF32_FEW = TileConfig(128, 128, 64, 8, 3, 8)  # under half the
 # The stages from notes/probe_gluon_ws_gemm.py (2026-12-03, H200): 3 stages starved the ring
 # (279 µs at 4096³ bf16), 4 ran 1.5-6% behind 5 at 4096³ and 8192³.
 WS_CONFIG = TileConfig(128, 128, 64, 8, 5, 4)
+# The tiles the warp-specialized kernel picks from (ws_config), each with its tile-time (one
+# tile's whole K, per 128x256 of output, over the persistent kernel's 128x256 tile's) and
+# whether it runs the epilogues.  Ping-pong's tile-time is the model's unit (the comment on
+# TAIL_COST_STEPS).  A cooperative tile's two consumers run its epilogue together, with no
+# matrix instruction issued beside it, where ping-pong's consumer runs its epilogue while the
+# other's main loop keeps the tensor cores busy: so a cooperative entry that is not fitted
+# with an epilogue takes plain products only.
+WS_TILES: tuple[tuple[TileConfig, float, bool], ...] = ((WS_CONFIG, 1.0, True),)
 WS_SHARED_LIMIT = 227 * 1024  # what one program may use on Hopper
 SPLIT_K_BLOCK_N = 128
 # The interpreter runs programs one after another in numpy: small tiles, so that the tests'
@@ -760,12 +768,13 @@ WS_MIN_WAVES = 4  # warp_specialized from this many 128x128 tiles' worth of outp
 #   steps (the partials' write, wait and sum: about 15 K steps of a tile on the median of
 #   that probe's products, 2 to 25 among them, at K from 2048 to 8192);
 # - with whole tiles: its waves, rounded up;
-# - the warp-specialized kernel: its tiles' waves rounded up, each wave WS_CONFIG's tile area
-#   over the persistent tile's (ping-pong 128x128: half a tile-time; the two consumers take a
-#   tile each, handed out one at a time, so its last wave is filled in half tiles; a cooperative
-#   128x256 or 256x128 tile, both consumers on one: a whole tile-time), and WS_K_TAIL_STEPS
-#   K steps more a tile where K is not a multiple of its step.  The model was fitted with
-#   ping-pong 128x128 tiles only; the area is what a cooperative WS_CONFIG would be charged.
+# - the warp-specialized kernel (ws_cost, with ws_config's tile): its tiles' waves rounded
+#   up, each wave its tile's area over the persistent tile's times its tile-time in WS_TILES
+#   (ping-pong 128x128: half a tile-time; the two consumers take a tile each, handed out one
+#   at a time, so its last wave is filled in half tiles; a cooperative 128x256 or 256x128
+#   tile, both consumers on one: a whole tile-time at its fitted tile-time), and
+#   WS_K_TAIL_STEPS K steps more a tile where K is not a multiple of its step.  The model
+#   was fitted with ping-pong 128x128 tiles.
 # The model put each of that probe's 24 plain products within 3% of its measured time ratio
 # between the two kernels, and the 11 of the earlier probes (the split-tail and whole-tile
 # rows of notes/2026-12-04d-probe-stream-k-aed534c.log and -probe-tail-bound-0a22e1c.log
@@ -837,10 +846,11 @@ def _capability(index: int) -> tuple[int, int]:
 
 def default_config(
     variant: str, dtype: torch.dtype, m: int = 0, n: int = 0, precision: str | None = None, sms: int = 132,
-    reg: int = 1,
+    reg: int = 1, k: int = 0, epilogue: str | None = None,
 ) -> TileConfig | None:  # fmt: skip
     """The tile a variant runs when no ``config`` is given (``None`` for ``autotuned``, which
-    picks its own) for an ``[m, k] @ [k, n]`` product on a GPU of ``sms`` SMs.  ``reg``: the
+    picks its own) for an ``[m, k] @ [k, n]`` product (with ``epilogue``; the warp-specialized
+    kernel's tile is :func:`ws_config`'s) on a GPU of ``sms`` SMs.  ``reg``: the
     persistent kernel's ``REG_OPERAND`` (TF32 only: with no operand in registers both are
     staged in shared memory, and the 64-deep few-tiles tile does not fit; 32-deep does).
     Under the interpreter every variant runs ``INTERPRETER_CONFIG``."""
@@ -860,7 +870,7 @@ def default_config(
             return PERSISTENT_CONFIG_TF32_FEW if reg else PERSISTENT_CONFIG_FP32
         if wide:
             return PERSISTENT_CONFIG_FP32
-        return PERSISTENT_CONFIG if variant == "persistent" else WS_CONFIG
+        return PERSISTENT_CONFIG if variant == "persistent" else ws_config(m, n, k, sms, epilogue)
     if variant == "split_k":
         return split_config(m, dtype)
     return FIXED_CONFIG
@@ -946,10 +956,9 @@ def default_variant(
     k_tiles = cdiv(k, PERSISTENT_CONFIG.block_k)
     full_stages = n % 8 == 0 or epilogue is None
     splits = tail_split(tiles, k_tiles, sms)[1] if full_stages else 1
-    ws_tiles = cdiv(m, WS_CONFIG.block_m) * cdiv(n, WS_CONFIG.block_n)
-    k_tail = WS_K_TAIL_STEPS / k_tiles if k % WS_CONFIG.block_k and full_stages else 0.0
-    ws_area = WS_CONFIG.block_m * WS_CONFIG.block_n
-    ws = cdiv(ws_tiles, sms) * ws_area / (PERSISTENT_CONFIG.block_m * PERSISTENT_CONFIG.block_n) * (1 + k_tail)
+    cfg = ws_config(m, n, k, sms, epilogue)
+    ws = ws_cost(cfg, m, n, k, sms, full_stages)
+    ws_tiles, ws_area = cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n), cfg.block_m * cfg.block_n
     if splits > 1 and ws > (tiles // sms + 1 / splits + TAIL_COST_STEPS / k_tiles) * (1 + TAIL_MARGIN):
         return "persistent"
     whole = cdiv(tiles, sms)
@@ -958,6 +967,31 @@ def default_variant(
     if ws < whole or (ws == whole and ws_tiles * ws_area >= WS_MIN_WAVES * sms * 128 * 128):
         return "warp_specialized"
     return "persistent"
+
+
+def ws_cost(config: TileConfig, m: int, n: int, k: int, sms: int, full_stages: bool = True) -> float:
+    """The warp-specialized kernel's time with ``config`` for an ``[m, k] @ [k, n]`` product on
+    ``sms`` SMs, in tile-times of the persistent kernel (the comment on ``TAIL_COST_STEPS``):
+    its tiles' waves rounded up, each wave the tile's area over the persistent tile's times its
+    tile-time in :data:`WS_TILES` (1.0 for a config not listed there), and ``WS_K_TAIL_STEPS``
+    K steps more a tile where K is not a multiple of its step (``full_stages``: the kernel
+    runs its whole ring; an odd N with an epilogue does not, and no tail is charged)."""
+    tiles = cdiv(m, config.block_m) * cdiv(n, config.block_n)
+    k_tail = WS_K_TAIL_STEPS / cdiv(k, PERSISTENT_CONFIG.block_k) if k % config.block_k and full_stages else 0.0
+    tile_time = next((t for c, t, _ in WS_TILES if c == config), 1.0)
+    area = config.block_m * config.block_n / (PERSISTENT_CONFIG.block_m * PERSISTENT_CONFIG.block_n)
+    return cdiv(tiles, sms) * area * tile_time * (1 + k_tail)
+
+
+def ws_config(m: int, n: int, k: int, sms: int, epilogue: str | None = None) -> TileConfig:
+    """The tile the warp-specialized kernel runs for an ``[m, k] @ [k, n]`` product (with
+    ``epilogue``) on ``sms`` SMs when no ``config`` is given: of :data:`WS_TILES` that take
+    ``epilogue``, the one of the lowest :func:`ws_cost`, the first listed on a tie.  The
+    choice is made once per call signature (the prepared launch), so a run of one weight
+    shape over M compiles at most one kernel a listed tile."""
+    full_stages = n % 8 == 0 or epilogue is None
+    fits = [c for c, _, epilogues in WS_TILES if epilogue is None or epilogues]
+    return min(fits, key=lambda c: ws_cost(c, m, n, k, sms, full_stages))
 
 
 def dispatch(
@@ -999,6 +1033,8 @@ _LAYOUT_TOKENS = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDE
 
 
 def _constant(value: Any) -> bool:
+    if isinstance(value, tuple):  # a table of constants (WS_TILES)
+        return all(_constant(v) for v in value)
     return isinstance(value, (bool, int, float, str, TileConfig))
 
 
@@ -1088,7 +1124,8 @@ def tail_split(tiles: int, k_tiles: int, sms: int) -> tuple[int, int]:
     return (tail, splits) if splits >= 2 else (0, 1)
 
 
-_RULE_FUNCTIONS = (default_variant, dispatch, ws_eligible, tail_split, split_config)  # what dispatch_rule fingerprints
+# what dispatch_rule fingerprints
+_RULE_FUNCTIONS = (default_variant, dispatch, ws_eligible, tail_split, split_config, ws_config, ws_cost)
 
 
 def _layout(t: torch.Tensor) -> tuple[int, int, int, int]:
@@ -1394,7 +1431,7 @@ def _prepare(
         return _TUNED, launch_key, grid, args, consts, chosen.num_warps, chosen.num_stages, False, None
     if variant == "warp_specialized":
         if ws_eligible(a, b):
-            cfg = config or WS_CONFIG
+            cfg = config or ws_config(m, n, k, sm_count(a.device), epilogue)
             a_t, b_t = a_lay == _OUTER, b_lay == _OUTER  # read through descriptors of the memory as it lies
             split = ws_epilogue_split(cfg, a.element_size())
             consts = (a_t, b_t, code, store_pre, cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m,

@@ -1055,6 +1055,11 @@ def test_dispatch_rule_fingerprints_the_rule(monkeypatch) -> None:
             patch.setattr(mm_module, "SPLIT_K_CONFIG", mm_module.TileConfig(16, 64, 64, 1, 6, 4))
             assert mm_module.dispatch_rule() != first
         mm_module.dispatch_rule.cache_clear()
+        with monkeypatch.context() as patch:  # a warp-specialized tile's fitted time is part of the rule
+            (config, tile_time, epilogues), *rest = mm_module.WS_TILES
+            patch.setattr(mm_module, "WS_TILES", ((config, tile_time * 0.99, epilogues), *rest))
+            assert mm_module.dispatch_rule() != first
+        mm_module.dispatch_rule.cache_clear()
         monkeypatch.setattr(mm_module, "SPLIT_K_MIN_K", 4096)
         assert mm_module.dispatch_rule() != first
     finally:
@@ -1427,12 +1432,12 @@ def test_ws_default_dispatch(monkeypatch) -> None:
 
 @pytest.mark.parametrize("tile", [(128, 256, 32, 8, 6, 8), (256, 128, 64, 8, 4, 8)])
 def test_ws_cost_follows_a_cooperative_ws_config(monkeypatch, tile) -> None:
-    # A cooperative WS_CONFIG (both consumers on one tile of the persistent tile's area) is
-    # charged a whole tile-time a wave, not the ping-pong tile's half: no half-filled last wave.
+    # A cooperative tile (both consumers on one tile of the persistent tile's area) is charged
+    # a whole tile-time a wave, not the ping-pong tile's half: no half-filled last wave.
     monkeypatch.setattr(mm_module, "INTERPRETER", False)
     monkeypatch.setattr(mm_module, "sm_count", lambda device: 132)
     monkeypatch.setattr(mm_module, "_capability", lambda index: (9, 0))
-    monkeypatch.setattr(mm_module, "WS_CONFIG", mm_module.TileConfig(*tile))
+    monkeypatch.setattr(mm_module, "WS_TILES", ((mm_module.TileConfig(*tile), 1.0, True),))
     dev = torch.device("cuda", 0)
     # 136 persistent tiles (2 waves) against 136 or 144 cooperative ones (2 waves): level, and
     # 272 or 288 128x128 tiles' worth is under WS_MIN_WAVES a SM (ping-pong: 3 waves of half)
@@ -1440,6 +1445,46 @@ def test_ws_cost_follows_a_cooperative_ws_config(monkeypatch, tile) -> None:
     # level at whole waves, from exactly WS_MIN_WAVES x 132 128x128 tiles' worth (264 of either)
     assert default_variant(1536, 5632, 4096, dev, torch.bfloat16) == "warp_specialized"
     assert default_variant(4096, 4096, 4096, dev, torch.bfloat16) == "warp_specialized"  # 4 waves each
+
+
+def test_ws_config_picks_the_cheaper_tile(monkeypatch) -> None:
+    # Two tiles: ping-pong 128x128 (the unit) and a cooperative 128x256 at 0.98 of it, plain
+    # products only.  At whole waves of both the cooperative tile is cheaper; where ping-pong's
+    # half-filled last wave saves a wave it wins; an epilogue keeps ping-pong.
+    pp, coop = mm_module.TileConfig(128, 128, 64, 8, 5, 4), mm_module.TileConfig(128, 256, 32, 8, 6, 8)
+    monkeypatch.setattr(mm_module, "INTERPRETER", False)
+    monkeypatch.setattr(mm_module, "sm_count", lambda device: 132)
+    monkeypatch.setattr(mm_module, "_capability", lambda index: (9, 0))
+    monkeypatch.setattr(mm_module, "WS_TILES", ((pp, 1.0, True), (coop, 0.98, False)))
+    ws_config, ws_cost = mm_module.ws_config, mm_module.ws_cost
+    assert ws_cost(pp, 4096, 4096, 4096, 132) == 4.0  # 1024 tiles: 8 waves of half a tile-time
+    assert ws_cost(coop, 4096, 4096, 4096, 132) == pytest.approx(4 * 0.98)  # 512: 4 waves
+    assert ws_config(4096, 4096, 4096, 132) == coop
+    assert ws_config(8192, 8192, 8192, 132) == coop  # 16 waves against 32 half waves
+    assert ws_config(4096, 4096, 4096, 132, "bias_gelu") == pp  # not fitted with an epilogue
+    assert ws_config(4096, 4096, 4096, 132, "residual") == pp
+    # 384 ping-pong tiles: 3 half waves (1.5); 192 cooperative ones: 2 whole waves (1.96)
+    assert ws_config(1536, 4096, 8192, 132) == pp
+    assert ws_cost(pp, 1536, 4096, 8192, 132) == 1.5
+    # a K tail: 4 steps more a tile of 65 (64-deep steps) for either tile where K is not a multiple of its step
+    assert ws_cost(coop, 4096, 4096, 4100, 132) == pytest.approx(4 * 0.98 * (1 + 4 / 65))
+    assert ws_cost(coop, 4096, 4096, 4128, 132) == pytest.approx(4 * 0.98)  # 4128 = 129 x 32
+    dev = torch.device("cuda", 0)
+    assert default_variant(4096, 4096, 4096, dev, torch.bfloat16) == "warp_specialized"  # 3.92 < 4 whole waves
+    assert mm_module.default_config("warp_specialized", torch.bfloat16, 4096, 4096, k=4096) == coop
+    assert mm_module.default_config("warp_specialized", torch.bfloat16, 4096, 4096, k=4096, epilogue="bias") == pp
+    # level tile-times: the first listed
+    monkeypatch.setattr(mm_module, "WS_TILES", ((pp, 1.0, True), (coop, 1.0, False)))
+    assert ws_config(4096, 4096, 4096, 132) == pp
+    # the prepared launch runs the chosen tile (eligibility forced; the plan only, on the CPU)
+    monkeypatch.setattr(mm_module, "WS_TILES", ((pp, 1.0, True), (coop, 0.98, False)))
+    a, b = torch.empty(4096, 4096, dtype=torch.bfloat16), torch.empty(4096, 4096, dtype=torch.bfloat16)
+    for epilogue, bias, want in ((None, None, coop), ("bias", torch.empty(4096, dtype=torch.bfloat16), pp)):
+        _, _, grid, _, consts, *_ = _ws_plan(a, b, monkeypatch, epilogue=epilogue, bias=bias)
+        named = dict(zip(mm_module._WS.const_names, consts, strict=True))
+        got = (named["BLOCK_M"], named["BLOCK_N"], named["BLOCK_K"], named["S"], named["COOP"])
+        assert got == (want.block_m, want.block_n, want.block_k, want.num_stages, want.num_warps == 8)
+        assert grid == (132, 1, 1)
 
 
 _WS_CODEGEN_PROBE = r"""
