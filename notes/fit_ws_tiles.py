@@ -1,0 +1,86 @@
+"""Fit a cooperative warp-specialized tile's entry for ``kernels.matmul.WS_TILES`` from a
+``notes/probe_ws_configs.py`` log, without a GPU (twenty-seventh session, 2026-12-06).
+
+The dispatch's model (``kernels.matmul.ws_cost``) charges a tile its waves rounded up, times
+its area over the persistent 128x256 tile's, times its tile-time.  Ping-pong 128x128 is the
+unit.  A cooperative tile's two consumers run the epilogue together with no main loop beside
+it, so its tile-time is taken to grow as K shrinks:
+
+    tile_time(K) = t * (1 + E / k_steps)        (k_steps: K in 64-deep steps)
+
+The measured time of the candidate over ping-pong's, times ping-pong's modelled cost over the
+candidate's waves and area, is ``y = t + t*E / k_steps``: a straight line in ``1 / k_steps``,
+fitted here by least squares (``scipy.stats.linregress``) on the shapes named as the fit set.
+The other shapes of the log are held out: the script prints, for each, the model's ratio
+against the measured one, and the tile ``kernels.matmul.ws_config`` would pick with the entry
+in the table (plain products only, as the table's cooperative entries are).
+
+    python notes/fit_ws_tiles.py LOG NAME SPEC [FIT_SHAPE ...]
+
+LOG: the probe's JSON lines; NAME: the candidate's variant name in the log (``coopk32s6``);
+SPEC: its config as the probe took it (``128,256,32,8,6,8``); FIT_SHAPE: ``4096x4096x4096``
+and so on, the fit set (default: every shape of at least 4096 K); ping-pong (``WS_CONFIG``)
+must be in the log as ``pp5`` or ``ws-pp5``.  E needs shapes of short K among the fit set
+(16384x1024x1024): with K of 4096 and 8192 alone its line is noise.  Prints a table; writes
+nothing.  A shape whose line for either tile is missing, wrong or an error is reported and
+left out.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from collections import defaultdict
+
+from scipy.stats import linregress
+
+sys.path.insert(0, ".")
+mm = importlib.import_module("kernels.matmul")
+SMS = 132  # the H100 and H200 the probes ran on
+
+
+def main(argv: list[str]) -> None:
+    log, name, spec, *fit_names = argv
+    candidate = mm.TileConfig(*map(int, spec.split(",")))
+    name = name.removeprefix("ws-")
+    times: dict[str, dict[str, float]] = defaultdict(dict)
+    with open(log) as f:
+        for line in f:
+            if not line.startswith("{"):
+                continue
+            row = json.loads(line)
+            if "us" in row and row["case"].split()[0] in ("bf16", "fp16"):
+                times[row["case"]][row["variant"].removeprefix("ws-")] = row["us"]
+    shapes = []
+    for case, row in times.items():
+        if "pp5" not in row or name not in row:
+            print(f"{case}: no time for {'pp5' if 'pp5' not in row else name}, left out")
+            continue
+        m, n, k = map(int, case.split()[1].split("x"))
+        shapes.append((case, m, n, k, row[name] / row["pp5"]))
+    fit = [s for s in shapes if (s[0].split()[1] in fit_names if fit_names else s[3] >= 4096)]
+    if len(fit) < 2:
+        raise SystemExit(f"need at least two fit shapes with both tiles timed, got {len(fit)}")
+    area = candidate.block_m * candidate.block_n / (mm.PERSISTENT_CONFIG.block_m * mm.PERSISTENT_CONFIG.block_n)
+
+    def unit(m: int, n: int, k: int) -> float:  # the candidate's waves x area, tile-time 1
+        return mm.cdiv(mm.cdiv(m, candidate.block_m) * mm.cdiv(n, candidate.block_n), SMS) * area
+
+    xs = [1 / mm.cdiv(k, 64) for _, _, _, k, _ in fit]
+    ys = [r * mm.ws_cost(mm.WS_CONFIG, m, n, k, SMS) / unit(m, n, k) for _, m, n, k, r in fit]
+    line = linregress(xs, ys)
+    t, e = line.intercept, line.slope / line.intercept
+    print(f"{name} {spec}: tile_time(K) = {t:.4f} x (1 + {e:.2f} / k_steps)", end="  ")
+    print(f"(fit on {len(fit)} shapes, r={line.rvalue:.3f})")
+    print("case | set | measured / ping-pong | model / ping-pong | ws_config would run")
+    for case, m, n, k, r in shapes:
+        model = unit(m, n, k) * t * (1 + e / mm.cdiv(k, 64)) / mm.ws_cost(mm.WS_CONFIG, m, n, k, SMS)
+        pick = name if model < 1 else "pp5"
+        where = "fit" if any(case == s[0] for s in fit) else "held out"
+        wrong = "" if (r < 1) == (model < 1) else "  (measured the other way)"
+        print(f"{case} | {where} | {r:.3f} | {model:.3f} | {pick}{wrong}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
