@@ -9,11 +9,14 @@ it, so its tile-time is taken to grow as K shrinks:
     tile_time(K) = t * (1 + E / k_steps)        (k_steps: K in 64-deep steps)
 
 The measured time of the candidate over ping-pong's, times ping-pong's modelled cost over the
-candidate's waves and area, is ``y = t + t*E / k_steps``: a straight line in ``1 / k_steps``,
-fitted here by least squares (``scipy.stats.linregress``) on the shapes named as the fit set.
-The other shapes of the log are held out: the script prints, for each, the model's ratio
-against the measured one, and the tile ``kernels.matmul.ws_config`` would pick with the entry
-in the table (plain products only, as the table's cooperative entries are).
+candidate's (``ws_cost`` of a tile-time of 1: waves, area and K tail), is
+``y = t + t*E / k_steps``: a straight line in ``1 / k_steps``, fitted here by least squares
+(``scipy.stats.linregress``) on the shapes named as the fit set.  ``ws_cost`` has no K term,
+so the entry the table can take today is a constant tile-time: the script also fits that (the
+mean of ``y``) and asks ``kernels.matmul.ws_config`` itself, with that entry added to
+``WS_TILES`` (plain products only, as the table's cooperative entries are), which tile it would
+run.  The other shapes of the log are held out: for each shape the script prints the measured
+ratio, both models' and that choice.
 
     python notes/fit_ws_tiles.py LOG NAME SPEC [FIT_SHAPE ...]
 
@@ -22,8 +25,8 @@ SPEC: its config as the probe took it (``128,256,32,8,6,8``); FIT_SHAPE: ``4096x
 and so on, the fit set (default: every shape of at least 4096 K); ping-pong (``WS_CONFIG``)
 must be in the log as ``pp5`` or ``ws-pp5``.  E needs shapes of short K among the fit set
 (16384x1024x1024): with K of 4096 and 8192 alone its line is noise.  Prints a table; writes
-nothing.  A shape whose line for either tile is missing, wrong or an error is reported and
-left out.
+nothing.  A shape either tile has no time for (not probed, wrong or failed: the probe times
+neither) is reported and left out.
 """
 
 from __future__ import annotations
@@ -55,31 +58,42 @@ def main(argv: list[str]) -> None:
     shapes = []
     for case, row in times.items():
         if "pp5" not in row or name not in row:
-            print(f"{case}: no time for {'pp5' if 'pp5' not in row else name}, left out")
+            print(f"{case}: no time for {'pp5' if 'pp5' not in row else name} (not probed, wrong or failed), left out")
             continue
         m, n, k = map(int, case.split()[1].split("x"))
         shapes.append((case, m, n, k, row[name] / row["pp5"]))
     fit = [s for s in shapes if (s[0].split()[1] in fit_names if fit_names else s[3] >= 4096)]
     if len(fit) < 2:
         raise SystemExit(f"need at least two fit shapes with both tiles timed, got {len(fit)}")
-    area = candidate.block_m * candidate.block_n / (mm.PERSISTENT_CONFIG.block_m * mm.PERSISTENT_CONFIG.block_n)
 
-    def unit(m: int, n: int, k: int) -> float:  # the candidate's waves x area, tile-time 1
-        return mm.cdiv(mm.cdiv(m, candidate.block_m) * mm.cdiv(n, candidate.block_n), SMS) * area
+    def unit(m: int, n: int, k: int) -> float:  # the candidate's ws_cost at a tile-time of 1
+        return mm.ws_cost(candidate, m, n, k, SMS)
+
+    def over_pp(r: float, m: int, n: int, k: int) -> float:  # measured ratio -> tile-time
+        return r * mm.ws_cost(mm.WS_CONFIG, m, n, k, SMS) / unit(m, n, k)
 
     xs = [1 / mm.cdiv(k, 64) for _, _, _, k, _ in fit]
-    ys = [r * mm.ws_cost(mm.WS_CONFIG, m, n, k, SMS) / unit(m, n, k) for _, m, n, k, r in fit]
+    ys = [over_pp(r, m, n, k) for _, m, n, k, r in fit]
     line = linregress(xs, ys)
     t, e = line.intercept, line.slope / line.intercept
+    t0 = sum(ys) / len(ys)
     print(f"{name} {spec}: tile_time(K) = {t:.4f} x (1 + {e:.2f} / k_steps)", end="  ")
-    print(f"(fit on {len(fit)} shapes, r={line.rvalue:.3f})")
-    print("case | set | measured / ping-pong | model / ping-pong | ws_config would run")
-    for case, m, n, k, r in shapes:
-        model = unit(m, n, k) * t * (1 + e / mm.cdiv(k, 64)) / mm.ws_cost(mm.WS_CONFIG, m, n, k, SMS)
-        pick = name if model < 1 else "pp5"
+    print(f"(fit on {len(fit)} shapes, r={line.rvalue:.3f}); constant entry {t0:.4f}")
+    rows = []
+    for case, m, n, k, r in shapes:  # both models before the entry is in the table
+        pp = mm.ws_cost(mm.WS_CONFIG, m, n, k, SMS)
+        rows.append((case, m, n, k, r, unit(m, n, k) * t * (1 + e / mm.cdiv(k, 64)) / pp, unit(m, n, k) * t0 / pp))
+    table = mm.WS_TILES
+    mm.WS_TILES = (*table, (candidate, t0, False))
+    try:
+        picks = [name if mm.ws_config(m, n, k, SMS) == candidate else "pp5" for _, m, n, k, *_ in rows]
+    finally:
+        mm.WS_TILES = table
+    print("case | set | measured / ping-pong | K model | constant entry | ws_config would run")
+    for (case, _, _, _, r, model, constant), pick in zip(rows, picks, strict=True):
         where = "fit" if any(case == s[0] for s in fit) else "held out"
-        wrong = "" if (r < 1) == (model < 1) else "  (measured the other way)"
-        print(f"{case} | {where} | {r:.3f} | {model:.3f} | {pick}{wrong}")
+        wrong = "" if (r < 1) == (pick == name) else "  (measured the other way)"
+        print(f"{case} | {where} | {r:.3f} | {model:.3f} | {constant:.3f} | {pick}{wrong}")
 
 
 if __name__ == "__main__":
