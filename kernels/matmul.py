@@ -660,6 +660,25 @@ class TileConfig:
         return (self.block_m, self.block_n, self.block_k, self.group_m, self.num_stages, self.num_warps)
 
 
+@dataclass(frozen=True)
+class WsTile:
+    """A tile the warp-specialized kernel picks from (:func:`ws_config`), with its fitted cost.
+
+    ``tile_time``: one tile's whole K, per 128x256 of output, over the persistent kernel's
+    128x256 tile's (ping-pong's is the model's unit, the comment on ``TAIL_COST_STEPS``).
+    ``epilogue_steps``: the tile's exposed epilogue in 64-deep K steps, charged once a tile,
+    so its time grows as ``tile_time * (1 + epilogue_steps / k_steps)`` at shallow K.  A
+    cooperative tile's two consumers store their tile together with no matrix instruction
+    issued beside it; ping-pong's consumer stores while the other's main loop keeps the tensor
+    cores busy, so its epilogue is hidden (0 steps).  ``epilogues``: whether it runs the fused
+    epilogues; a cooperative entry fitted on plain products takes plain products only."""
+
+    config: TileConfig
+    tile_time: float
+    epilogue_steps: float = 0.0
+    epilogues: bool = True
+
+
 FIXED_CONFIG = TileConfig(128, 128, 32, 8, 3, 4)
 # The probe's tile (see the module docstring) in groups of 16 tile rows: notes/probe_matmul_tiles.py
 # at f73b7c2 (H200, interleaved rounds beside cuBLAS; notes/2026-12-02-probe-matmul-tiles-f73b7c2.log)
@@ -680,14 +699,8 @@ PERSISTENT_CONFIG_TF32_FEW = TileConfig(128, 128, 64, 8, 3, 8)  # under half the
 # The stages from notes/probe_gluon_ws_gemm.py (2026-12-03, H200): 3 stages starved the ring
 # (279 µs at 4096³ bf16), 4 ran 1.5-6% behind 5 at 4096³ and 8192³.
 WS_CONFIG = TileConfig(128, 128, 64, 8, 5, 4)
-# The tiles the warp-specialized kernel picks from (ws_config), each with its tile-time (one
-# tile's whole K, per 128x256 of output, over the persistent kernel's 128x256 tile's) and
-# whether it runs the epilogues.  Ping-pong's tile-time is the model's unit (the comment on
-# TAIL_COST_STEPS).  A cooperative tile's two consumers run its epilogue together, with no
-# matrix instruction issued beside it, where ping-pong's consumer runs its epilogue while the
-# other's main loop keeps the tensor cores busy: so a cooperative entry that is not fitted
-# with an epilogue takes plain products only.
-WS_TILES: tuple[tuple[TileConfig, float, bool], ...] = ((WS_CONFIG, 1.0, True),)
+# The warp-specialized tiles (WsTile) ws_config picks from.
+WS_TILES: tuple[WsTile, ...] = (WsTile(WS_CONFIG, 1.0),)
 WS_SHARED_LIMIT = 227 * 1024  # what one program may use on Hopper
 SPLIT_K_BLOCK_N = 128
 # The interpreter runs programs one after another in numpy: small tiles, so that the tests'
@@ -769,12 +782,12 @@ WS_MIN_WAVES = 4  # warp_specialized from this many 128x128 tiles' worth of outp
 #   that probe's products, 2 to 25 among them, at K from 2048 to 8192);
 # - with whole tiles: its waves, rounded up;
 # - the warp-specialized kernel (ws_cost, with ws_config's tile): its tiles' waves rounded
-#   up, each wave its tile's area over the persistent tile's times its tile-time in WS_TILES
+#   up, each wave its tile's area over the persistent tile's times its WsTile time at this K
 #   (ping-pong 128x128: half a tile-time; the two consumers take a tile each, handed out one
 #   at a time, so its last wave is filled in half tiles; a cooperative 128x256 or 256x128
-#   tile, both consumers on one: a whole tile-time at its fitted tile-time), and
-#   WS_K_TAIL_STEPS K steps more a tile where K is not a multiple of its step.  The model
-#   was fitted with ping-pong 128x128 tiles.
+#   tile, both consumers on one: a whole tile-time at its fitted tile-time, and its exposed
+#   epilogue's K steps over K's), and WS_K_TAIL_STEPS K steps more a tile where K is not a
+#   multiple of its step.  The model was fitted with ping-pong 128x128 tiles.
 # The model put each of that probe's 24 plain products within 3% of its measured time ratio
 # between the two kernels, and the 11 of the earlier probes (the split-tail and whole-tile
 # rows of notes/2026-12-04d-probe-stream-k-aed534c.log and -probe-tail-bound-0a22e1c.log
@@ -973,14 +986,16 @@ def ws_cost(config: TileConfig, m: int, n: int, k: int, sms: int, full_stages: b
     """The warp-specialized kernel's time with ``config`` for an ``[m, k] @ [k, n]`` product on
     ``sms`` SMs, in tile-times of the persistent kernel (the comment on ``TAIL_COST_STEPS``):
     its tiles' waves rounded up, each wave the tile's area over the persistent tile's times its
-    tile-time in :data:`WS_TILES` (1.0 for a config not listed there), and ``WS_K_TAIL_STEPS``
+    :class:`WsTile` time at this K (``tile_time * (1 + epilogue_steps / k_steps)``; a tile-time
+    of 1 and no epilogue term for a config not in :data:`WS_TILES`), and ``WS_K_TAIL_STEPS``
     K steps more a tile where K is not a multiple of its step (``full_stages``: the kernel
     runs its whole ring; an odd N with an epilogue does not, and no tail is charged)."""
     tiles = cdiv(m, config.block_m) * cdiv(n, config.block_n)
-    k_tail = WS_K_TAIL_STEPS / cdiv(k, PERSISTENT_CONFIG.block_k) if k % config.block_k and full_stages else 0.0
-    tile_time = next((t for c, t, _ in WS_TILES if c == config), 1.0)
+    k_steps = cdiv(k, PERSISTENT_CONFIG.block_k)
+    k_tail = WS_K_TAIL_STEPS / k_steps if k % config.block_k and full_stages else 0.0
+    entry = next((t for t in WS_TILES if t.config == config), WsTile(config, 1.0))
     area = config.block_m * config.block_n / (PERSISTENT_CONFIG.block_m * PERSISTENT_CONFIG.block_n)
-    return cdiv(tiles, sms) * area * tile_time * (1 + k_tail)
+    return cdiv(tiles, sms) * area * entry.tile_time * (1 + entry.epilogue_steps / k_steps) * (1 + k_tail)
 
 
 def ws_config(m: int, n: int, k: int, sms: int, epilogue: str | None = None) -> TileConfig:
@@ -990,7 +1005,7 @@ def ws_config(m: int, n: int, k: int, sms: int, epilogue: str | None = None) -> 
     choice is made once per call signature (the prepared launch), so a run of one weight
     shape over M compiles at most one kernel a listed tile."""
     full_stages = n % 8 == 0 or epilogue is None
-    fits = [c for c, _, epilogues in WS_TILES if epilogue is None or epilogues]
+    fits = [t.config for t in WS_TILES if epilogue is None or t.epilogues]
     return min(fits, key=lambda c: ws_cost(c, m, n, k, sms, full_stages))
 
 
@@ -1035,7 +1050,7 @@ _LAYOUT_TOKENS = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDE
 def _constant(value: Any) -> bool:
     if isinstance(value, tuple):  # a table of constants (WS_TILES)
         return all(_constant(v) for v in value)
-    return isinstance(value, (bool, int, float, str, TileConfig))
+    return isinstance(value, (bool, int, float, str, TileConfig, WsTile))
 
 
 def _ws_ring_and_tiles(config: TileConfig, element_size: int) -> tuple[int, int]:

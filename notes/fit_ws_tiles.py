@@ -11,12 +11,12 @@ it, so its tile-time is taken to grow as K shrinks:
 The measured time of the candidate over ping-pong's, times ping-pong's modelled cost over the
 candidate's (``ws_cost`` of a tile-time of 1: waves, area and K tail), is
 ``y = t + t*E / k_steps``: a straight line in ``1 / k_steps``, fitted here by least squares
-(``scipy.stats.linregress``) on the shapes named as the fit set.  ``ws_cost`` has no K term,
-so the entry the table can take today is a constant tile-time: the script also fits that (the
-mean of ``y``) and asks ``kernels.matmul.ws_config`` itself, with that entry added to
-``WS_TILES`` (plain products only, as the table's cooperative entries are), which tile it would
-run.  The other shapes of the log are held out: for each shape the script prints the measured
-ratio, both models' and that choice.
+(``scipy.stats.linregress``) on the shapes named as the fit set.  That is the entry
+``WsTile(config, t, E, epilogues=False)`` (plain products only, as the table's cooperative
+entries are); the script also fits a constant tile-time (the mean of ``y``, E = 0) for
+comparison.  For each entry it asks ``kernels.matmul.ws_config`` itself, with the entry
+added to ``WS_TILES``, which tile it would run.  The other shapes of the log are held out: for
+each shape the script prints the measured ratio, both models' and both choices.
 
     python notes/fit_ws_tiles.py LOG NAME SPEC [FIT_SHAPE ...]
 
@@ -80,20 +80,25 @@ def main(argv: list[str]) -> None:
     print(f"{name} {spec}: tile_time(K) = {t:.4f} x (1 + {e:.2f} / k_steps)", end="  ")
     print(f"(fit on {len(fit)} shapes, r={line.rvalue:.3f}); constant entry {t0:.4f}")
     rows = []
-    for case, m, n, k, r in shapes:  # both models before the entry is in the table
+    for case, m, n, k, r in shapes:  # both models before an entry is in the table
         pp = mm.ws_cost(mm.WS_CONFIG, m, n, k, SMS)
         rows.append((case, m, n, k, r, unit(m, n, k) * t * (1 + e / mm.cdiv(k, 64)) / pp, unit(m, n, k) * t0 / pp))
-    table = mm.WS_TILES
-    mm.WS_TILES = (*table, (candidate, t0, False))
-    try:
-        picks = [name if mm.ws_config(m, n, k, SMS) == candidate else "pp5" for _, m, n, k, *_ in rows]
-    finally:
-        mm.WS_TILES = table
-    print("case | set | measured / ping-pong | K model | constant entry | ws_config would run")
-    for (case, _, _, _, r, model, constant), pick in zip(rows, picks, strict=True):
+    picks = {}
+    for label, entry in (("K", mm.WsTile(candidate, t, e, False)), ("constant", mm.WsTile(candidate, t0, 0.0, False))):
+        table = mm.WS_TILES
+        mm.WS_TILES = (*table, entry)
+        try:
+            picks[label] = [name if mm.ws_config(m, n, k, SMS) == candidate else "pp5" for _, m, n, k, *_ in rows]
+        finally:
+            mm.WS_TILES = table
+    print("case | set | measured / ping-pong | K model | constant entry | ws_config would run: K entry, constant entry")
+    for i, (case, _, _, _, r, model, constant) in enumerate(rows):
         where = "fit" if any(case == s[0] for s in fit) else "held out"
-        wrong = "" if (r < 1) == (pick == name) else "  (measured the other way)"
-        print(f"{case} | {where} | {r:.3f} | {model:.3f} | {constant:.3f} | {pick}{wrong}")
+        marks = [
+            p + ("" if (r < 1) == (p == name) else " (measured the other way)")
+            for p in (picks["K"][i], picks["constant"][i])
+        ]
+        print(f"{case} | {where} | {r:.3f} | {model:.3f} | {constant:.3f} | {marks[0]}, {marks[1]}")
 
 
 if __name__ == "__main__":

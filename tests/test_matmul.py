@@ -1056,8 +1056,15 @@ def test_dispatch_rule_fingerprints_the_rule(monkeypatch) -> None:
             assert mm_module.dispatch_rule() != first
         mm_module.dispatch_rule.cache_clear()
         with monkeypatch.context() as patch:  # a warp-specialized tile's fitted time is part of the rule
-            (config, tile_time, epilogues), *rest = mm_module.WS_TILES
-            patch.setattr(mm_module, "WS_TILES", ((config, tile_time * 0.99, epilogues), *rest))
+            first_tile, *rest = mm_module.WS_TILES
+            slower = dataclasses.replace(first_tile, tile_time=first_tile.tile_time * 0.99)
+            patch.setattr(mm_module, "WS_TILES", (slower, *rest))
+            assert mm_module.dispatch_rule() != first
+        mm_module.dispatch_rule.cache_clear()
+        with monkeypatch.context() as patch:  # and so is its exposed epilogue
+            first_tile, *rest = mm_module.WS_TILES
+            exposed = dataclasses.replace(first_tile, epilogue_steps=first_tile.epilogue_steps + 1)
+            patch.setattr(mm_module, "WS_TILES", (exposed, *rest))
             assert mm_module.dispatch_rule() != first
         mm_module.dispatch_rule.cache_clear()
         monkeypatch.setattr(mm_module, "SPLIT_K_MIN_K", 4096)
@@ -1437,7 +1444,7 @@ def test_ws_cost_follows_a_cooperative_ws_config(monkeypatch, tile) -> None:
     monkeypatch.setattr(mm_module, "INTERPRETER", False)
     monkeypatch.setattr(mm_module, "sm_count", lambda device: 132)
     monkeypatch.setattr(mm_module, "_capability", lambda index: (9, 0))
-    monkeypatch.setattr(mm_module, "WS_TILES", ((mm_module.TileConfig(*tile), 1.0, True),))
+    monkeypatch.setattr(mm_module, "WS_TILES", (mm_module.WsTile(mm_module.TileConfig(*tile), 1.0),))
     dev = torch.device("cuda", 0)
     # 136 persistent tiles (2 waves) against 136 or 144 cooperative ones (2 waves): level, and
     # 272 or 288 128x128 tiles' worth is under WS_MIN_WAVES a SM (ping-pong: 3 waves of half)
@@ -1455,7 +1462,8 @@ def test_ws_config_picks_the_cheaper_tile(monkeypatch) -> None:
     monkeypatch.setattr(mm_module, "INTERPRETER", False)
     monkeypatch.setattr(mm_module, "sm_count", lambda device: 132)
     monkeypatch.setattr(mm_module, "_capability", lambda index: (9, 0))
-    monkeypatch.setattr(mm_module, "WS_TILES", ((pp, 1.0, True), (coop, 0.98, False)))
+    WsTile = mm_module.WsTile
+    monkeypatch.setattr(mm_module, "WS_TILES", (WsTile(pp, 1.0), WsTile(coop, 0.98, epilogues=False)))
     ws_config, ws_cost = mm_module.ws_config, mm_module.ws_cost
     assert ws_cost(pp, 4096, 4096, 4096, 132) == 4.0  # 1024 tiles: 8 waves of half a tile-time
     assert ws_cost(coop, 4096, 4096, 4096, 132) == pytest.approx(4 * 0.98)  # 512: 4 waves
@@ -1474,10 +1482,10 @@ def test_ws_config_picks_the_cheaper_tile(monkeypatch) -> None:
     assert mm_module.default_config("warp_specialized", torch.bfloat16, 4096, 4096, k=4096) == coop
     assert mm_module.default_config("warp_specialized", torch.bfloat16, 4096, 4096, k=4096, epilogue="bias") == pp
     # level tile-times: the first listed
-    monkeypatch.setattr(mm_module, "WS_TILES", ((pp, 1.0, True), (coop, 1.0, False)))
+    monkeypatch.setattr(mm_module, "WS_TILES", (WsTile(pp, 1.0), WsTile(coop, 1.0, epilogues=False)))
     assert ws_config(4096, 4096, 4096, 132) == pp
     # the prepared launch runs the chosen tile (eligibility forced; the plan only, on the CPU)
-    monkeypatch.setattr(mm_module, "WS_TILES", ((pp, 1.0, True), (coop, 0.98, False)))
+    monkeypatch.setattr(mm_module, "WS_TILES", (WsTile(pp, 1.0), WsTile(coop, 0.98, epilogues=False)))
     a, b = torch.empty(4096, 4096, dtype=torch.bfloat16), torch.empty(4096, 4096, dtype=torch.bfloat16)
     for epilogue, bias, want in ((None, None, coop), ("bias", torch.empty(4096, dtype=torch.bfloat16), pp)):
         _, _, grid, _, consts, *_ = _ws_plan(a, b, monkeypatch, epilogue=epilogue, bias=bias)
@@ -1485,6 +1493,30 @@ def test_ws_config_picks_the_cheaper_tile(monkeypatch) -> None:
         got = (named["BLOCK_M"], named["BLOCK_N"], named["BLOCK_K"], named["S"], named["COOP"])
         assert got == (want.block_m, want.block_n, want.block_k, want.num_stages, want.num_warps == 8)
         assert grid == (132, 1, 1)
+
+
+def test_ws_cost_charges_an_exposed_epilogue_once_a_tile(monkeypatch) -> None:
+    # A cooperative tile with a faster main loop (0.965 of ping-pong's tile-time) and an
+    # exposed epilogue of 3.4 K steps a tile: ahead only where K is deep enough to hide it.
+    pp, coop = mm_module.TileConfig(128, 128, 64, 8, 5, 4), mm_module.TileConfig(128, 256, 64, 8, 3, 8)
+    WsTile = mm_module.WsTile
+    monkeypatch.setattr(mm_module, "WS_TILES", (WsTile(pp, 1.0), WsTile(coop, 0.965, 3.4, epilogues=False)))
+    ws_config, ws_cost = mm_module.ws_config, mm_module.ws_cost
+    # 4096³: 64 steps, 4 waves of it against 8 half waves of ping-pong's
+    assert ws_cost(coop, 4096, 4096, 4096, 132) == pytest.approx(4 * 0.965 * (1 + 3.4 / 64))
+    assert ws_config(4096, 4096, 4096, 132) == pp  # 4.065 against 4
+    # 8192³: 128 steps, 16 waves of it against 32 half waves
+    assert ws_cost(coop, 8192, 8192, 8192, 132) == pytest.approx(16 * 0.965 * (1 + 3.4 / 128))
+    assert ws_config(8192, 8192, 8192, 132) == coop  # 15.85 against 16
+    # a short K: 16 steps, where the exposed epilogue is a fifth of the tile
+    assert ws_cost(coop, 16384, 1024, 1024, 132) == pytest.approx(4 * 0.965 * (1 + 3.4 / 16))
+    assert ws_config(16384, 1024, 1024, 132) == pp
+    # the term over K's steps and the K tail multiply (65 steps at 4100; 4100 is no multiple of 64)
+    assert ws_cost(coop, 8192, 8192, 4100, 132) == pytest.approx(16 * 0.965 * (1 + 3.4 / 65) * (1 + 4 / 65))
+    # ping-pong's epilogue is hidden: no term of its own unless its entry says so
+    assert ws_cost(pp, 16384, 1024, 1024, 132) == 4.0
+    monkeypatch.setattr(mm_module, "WS_TILES", (WsTile(pp, 1.0, 1.0), WsTile(coop, 0.965, 3.4, epilogues=False)))
+    assert ws_cost(pp, 16384, 1024, 1024, 132) == pytest.approx(4.0 * (1 + 1 / 16))
 
 
 _WS_CODEGEN_PROBE = r"""
