@@ -180,6 +180,31 @@ def test_dispatch_is_asked_as_each_timer_runs(monkeypatch) -> None:
     assert asked == [((16, 4096), (4096, 4096), "bias", True), ((16, 4096), (4096, 4096), "bias", False)]
 
 
+def test_the_default_records_the_tile_its_choice_runs(monkeypatch) -> None:
+    # the page counts a partial last wave in these tiles: a cooperative warp-specialized tile
+    # for a plain product, ping-pong's for an epilogue (the cooperative entry takes none)
+    km = mm._km()
+    pp, coop = km.TileConfig(128, 128, 64, 8, 5, 4), km.TileConfig(128, 256, 32, 8, 6, 8)
+    monkeypatch.setattr(km, "WS_TILES", (km.WsTile(pp, 1.0), km.WsTile(coop, 0.9, epilogues=False)))
+    monkeypatch.setattr(km, "INTERPRETER", False)
+    monkeypatch.setattr(km, "sm_count", lambda device: 132)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    plain, bias = _case(4096, 4096, 4096), _case(4096, 4096, 4096, op="mm_bias")
+    assert mm._dispatch_tile(plain, "warp_specialized") == "128x256"
+    assert mm._dispatch_tile(bias, "warp_specialized") == "128x128"
+    assert mm._dispatch_tile(plain, "persistent") == "128x256"
+    assert mm._dispatch_tile(plain, "autotuned") is None  # it picks its own
+    assert mm._dispatch_tile(plain, "unknown (RuntimeError)") is None
+    monkeypatch.setattr(km, "sm_count", lambda device: (_ for _ in ()).throw(RuntimeError("no SMs")))
+    assert mm._dispatch_tile(plain, "persistent") == "unknown (RuntimeError)"  # recorded, not raised
+    monkeypatch.setattr(mm, "_dispatch", lambda case, captured: "warp_specialized")
+    monkeypatch.setattr(mm, "_dispatch_tile", lambda case, variant: f"tile of {variant}")
+    monkeypatch.setattr(mm, "_evidence", lambda case, forced, config: {})
+    meta = next(v for v in STUDY.variants(plain) if v.name == "triton").meta(plain)
+    assert meta["dispatch_tile"] == "tile of warp_specialized"
+
+
 def test_an_unreadable_captured_choice_is_not_inspected(monkeypatch) -> None:
     # kills B5: only a forced variant's name may replace the inspected call
     monkeypatch.setattr(mm, "_dispatch", lambda case, captured: "unknown (RuntimeError)" if captured else "autotuned")

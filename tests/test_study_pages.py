@@ -592,6 +592,19 @@ def test_matmul_gelu_epilogue_loss_names_its_cause() -> None:
     assert explain(waves(1536, 1536, "autotuned"), "cublas") is None  # its tile is not recorded
     assert explain(waves(3072, 3072, "warp_specialized", None), "cublas") is None
     assert "128×256" in REASONS["partial-wave"][1]
+    # the tile the run recorded for its choice (a cooperative warp-specialized tile): 3000x7168
+    # in 128x256 is 672 tiles, 5.09 waves of 6 (15%), where the ping-pong tiles leave 7%
+    coop = waves(3000, 7168, "warp_specialized")
+    coop.variants[OURS].meta["dispatch_tile"] = "128x256"
+    assert explain(coop, "cublas") == "partial-wave"
+    for unreadable in ("unknown (RuntimeError)", "128x", "0x256", "<b>128</b>x256", 128):
+        coop.variants[OURS].meta["dispatch_tile"] = unreadable
+        assert explain(coop, "cublas") is None  # back to WAVE_TILES' 128x128
+    coop.variants[OURS].meta.update(dispatch_tile="128x256", dispatch="persistent")  # another choice's tile
+    coop.variants[OURS].meta["dispatch_eager"] = "warp_specialized"
+    coop.variants[OURS].raw["timer"] = "cuda-event"  # chosen: the eager call's, not the recorded one
+    assert explain(coop, "cublas") is None
+    assert "cooperative" in REASONS["partial-wave"][1]
     tf32, fp32 = case("mm"), case("mm")
     tf32.params["dtype"], fp32.params["dtype"] = "tf32", "fp32"
     assert explain(tf32, "cublas") == "tf32-operand" and explain(fp32, "cublas") == "fp32-fma"

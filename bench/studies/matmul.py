@@ -394,6 +394,24 @@ def _dispatch(case: Params, captured: bool) -> str | None:
         return f"unknown ({type(exc).__name__})"
 
 
+def _dispatch_tile(case: Params, variant: str | None) -> str | None:
+    """The output tile ``BMxBN`` the dispatch's ``variant`` runs at this case's shape on this
+    GPU (``kernels.matmul.default_config``: the warp-specialized kernel's is ``ws_config``'s
+    pick), None for the autotuned kernel (it picks its own) or without a GPU: the page counts a
+    partial last wave in these tiles."""
+    if variant is None or variant.startswith("unknown") or not torch.cuda.is_available():
+        return None
+    try:
+        m, n, k = dims(case)
+        km = _km()
+        sms = km.sm_count(torch.device("cuda", torch.cuda.current_device()))
+        dtype, precision, epilogue = DTYPES[case["dtype"]], PRECISION.get(case["dtype"]), EPILOGUES.get(case["op"])
+        config = km.default_config(variant, dtype, m, n, precision, sms, k=k, epilogue=epilogue)
+        return None if config is None else f"{config.block_m}x{config.block_n}"
+    except Exception as exc:  # recorded, not raised: meta never stops a case
+        return f"unknown ({type(exc).__name__})"
+
+
 def _dispatch_rule() -> str | None:
     """kernels.matmul.dispatch_rule(): which dispatch rule made the choice recorded beside it."""
     try:
@@ -415,6 +433,7 @@ def _ours_meta(forced: str | None, group_m: int | None = None) -> Callable[[Para
         if forced is None:
             head["dispatch"] = _dispatch(case, captured=True)  # what a graph replay (the device time) runs
             head["dispatch_eager"] = _dispatch(case, captured=False)  # what the eager calls run
+            head["dispatch_tile"] = _dispatch_tile(case, head["dispatch"])
             head["held_out"] = held_out(case)  # the page scores the dispatch on these apart
             head["dispatch_rule"] = _dispatch_rule()
             if case["direction"] == "fwd" and head["dispatch"] != head["dispatch_eager"] and head["dispatch"] in FORCED:

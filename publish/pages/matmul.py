@@ -9,6 +9,7 @@ come from the run files; every evidence number from a variant's stored meta."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -776,11 +777,20 @@ def explain(c: CaseResult, peer: str) -> str | None:
 def idle_last_wave(c: CaseResult) -> float | None:
     """The share of the dispatch's kernel's time, at whole tiles, that its last wave leaves
     idle: 1 - waves / ceil(waves), waves = output tiles / the run's SMs; None where the
-    dispatch chose neither one-program-per-SM kernel or the run recorded no SM count."""
+    dispatch chose neither one-program-per-SM kernel or the run recorded no SM count.  The
+    tiles are the ones the run recorded for its choice (``dispatch_tile``, from runs of
+    c. 2026-12-07 on; the warp-specialized kernel may pick a cooperative tile), else
+    ``WAVE_TILES``'s."""
     ours = c.variants.get(OURS)
-    tile = WAVE_TILES.get(str(chosen_variant(ours)))
-    if tile is None:
+    chosen = str(chosen_variant(ours))
+    tile = WAVE_TILES.get(chosen)
+    if tile is None or ours is None:
         return None
+    recorded = ours.meta.get("dispatch_tile")
+    if ours.meta.get("dispatch") == chosen and isinstance(recorded, str):
+        found = re.fullmatch(r"([1-9][0-9]*)x([1-9][0-9]*)", recorded)
+        if found:
+            tile = (int(found[1]), int(found[2]))
     sms = c.run.env.get("gpu", {}).get("sm_count")
     if not isinstance(sms, int) or isinstance(sms, bool) or sms <= 0:
         return None
@@ -850,8 +860,9 @@ REASONS = {
     "partial-wave": (
         "partial last wave",
         "The output's tiles are not close to a whole number of waves over the SMs for the kernel the dispatch chose "
-        "(128×256 tiles for the persistent kernel; 128×128 for the warp-specialized one, whose two consumers take "
-        "them one at a time), so at whole tiles its last wave leaves a tenth of its time or more with SMs idle. "
+        "(128×256 tiles for the persistent kernel; 128×128 for the warp-specialized one's ping-pong tiles, whose two "
+        "consumers take them one at a time, or the cooperative tile the run recorded for it), so at whole tiles "
+        "its last wave leaves a tenth of its time or more with SMs idle. "
         "The persistent kernel's split tail recovers part of that where the dispatch chose it, at the cost of "
         "writing and summing fp32 partial tiles. cuBLAS picks among more tiles, some not powers of two, which a "
         "Triton block cannot be: in notes/2026-12-04f-probe-sub-wave-a60cfe0.log its kernels' names show 192×192 "
