@@ -991,7 +991,7 @@ def ws_cost(config: TileConfig, m: int, n: int, k: int, sms: int, full_stages: b
     K steps more a tile where K is not a multiple of its step (``full_stages``: the kernel
     runs its whole ring; an odd N with an epilogue does not, and no tail is charged)."""
     tiles = cdiv(m, config.block_m) * cdiv(n, config.block_n)
-    k_steps = cdiv(k, PERSISTENT_CONFIG.block_k)
+    k_steps = max(1, cdiv(k, PERSISTENT_CONFIG.block_k))  # an empty K (k=0: no steps) costs one
     k_tail = WS_K_TAIL_STEPS / k_steps if k % config.block_k and full_stages else 0.0
     entry = next((t for t in WS_TILES if t.config == config), WsTile(config, 1.0))
     area = config.block_m * config.block_n / (PERSISTENT_CONFIG.block_m * PERSISTENT_CONFIG.block_n)
