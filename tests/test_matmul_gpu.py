@@ -360,6 +360,8 @@ WS_CONFIGS = {
     "ping-pong 6 stages half-width": TileConfig(128, 128, 64, 8, 6, 4),
     "cooperative 256x128 4 stages half-width": TileConfig(256, 128, 64, 8, 4, 8),
     "cooperative 128x256 4 stages half-width": TileConfig(128, 256, 64, 8, 4, 8),
+    # 32-deep steps in 6 stages: the same bytes in flight as 3 of 64, whole output tiles beside them
+    "cooperative 128x256x32 6 stages": TileConfig(128, 256, 32, 8, 6, 8),
 }
 # (M, N, K): edges in every dimension (TMA zero-fills the loads and clips the stores), a K
 # tail of 8, one row, fewer tiles than programs, and more tiles than two waves; an odd N
@@ -391,7 +393,13 @@ def test_ws_kernel_edges_layouts_and_schedules(name, shape) -> None:
 @pytest.mark.parametrize("n", [1048, 1049])
 @pytest.mark.parametrize(
     "name",
-    ["ping-pong", "cooperative 256x128", "ping-pong 6 stages half-width", "cooperative 128x256 4 stages half-width"],
+    [
+        "ping-pong",
+        "cooperative 256x128",
+        "ping-pong 6 stages half-width",
+        "cooperative 128x256 4 stages half-width",
+        "cooperative 128x256x32 6 stages",
+    ],
 )
 @pytest.mark.parametrize("epilogue", ["bias", "bias_gelu", "residual"])
 def test_ws_epilogues_at_edges(name, epilogue, n) -> None:
