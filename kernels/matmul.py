@@ -699,8 +699,24 @@ PERSISTENT_CONFIG_TF32_FEW = TileConfig(128, 128, 64, 8, 3, 8)  # under half the
 # The stages from notes/probe_gluon_ws_gemm.py (2026-12-03, H200): 3 stages starved the ring
 # (279 µs at 4096³ bf16), 4 ran 1.5-6% behind 5 at 4096³ and 8192³.
 WS_CONFIG = TileConfig(128, 128, 64, 8, 5, 4)
-# The warp-specialized tiles (WsTile) ws_config picks from.
+# The warp-specialized tiles (WsTile) ws_config picks from, fitted on the H200.
 WS_TILES: tuple[WsTile, ...] = (WsTile(WS_CONFIG, 1.0),)
+# A cooperative 128x256 tile (two consumer warpgroups of 64 rows, 8 warps) in 32-deep steps, 6
+# stages: the 144 KB in flight of 3 stages of 64-deep steps, whole output tiles beside them
+# (214 KB).  Each output reads 25% fewer operand bytes than ping-pong's 128x128 tiles.
+COOP_CONFIG = TileConfig(128, 256, 32, 8, 6, 8)
+# Tables fitted on another GPU, by a part of the name torch gives it (ws_tiles); any other GPU
+# runs WS_TILES.  H100 SXM (notes/2026-12-07b-probe-ws-configs-e4782a5-h100.log, 12 rounds
+# beside cuBLAS): ping-pong ran at 0.84x cuBLAS's speed at bf16 4096³ (0.88x on the H100 of
+# notes/2026-12-06c-probe-ws-configs-5b93630-h100.log) where the H200 runs it at 0.98x; the
+# cooperative tile ran 0.96x and 0.995x.  notes/fit_ws_tiles.py, fit on bf16 and fp16 4096³,
+# 8192³ and 16384x1024x1024: a tile-time of 0.935 with no K term to speak of (0.05 steps; the
+# 2026-12-06 log alone gives 0.939), and it puts all three held-out shapes on the measured
+# side (1536x4096x8192 ping-pong, 1.45 waves of 128x256 tiles; 4096x14336x4096 and
+# 16384x4096x1024 cooperative).  Plain products only: no epilogue was fitted on it.
+WS_TILES_BY_GPU: tuple[tuple[str, tuple[WsTile, ...]], ...] = (
+    ("H100 80GB HBM3", (WsTile(WS_CONFIG, 1.0), WsTile(COOP_CONFIG, 0.935, epilogues=False))),
+)
 WS_SHARED_LIMIT = 227 * 1024  # what one program may use on Hopper
 SPLIT_K_BLOCK_N = 128
 # The interpreter runs programs one after another in numpy: small tiles, so that the tests'
@@ -859,11 +875,12 @@ def _capability(index: int) -> tuple[int, int]:
 
 def default_config(
     variant: str, dtype: torch.dtype, m: int = 0, n: int = 0, precision: str | None = None, sms: int = 132,
-    reg: int = 1, k: int = 0, epilogue: str | None = None,
+    reg: int = 1, k: int = 0, epilogue: str | None = None, tiles: tuple[WsTile, ...] | None = None,
 ) -> TileConfig | None:  # fmt: skip
     """The tile a variant runs when no ``config`` is given (``None`` for ``autotuned``, which
     picks its own) for an ``[m, k] @ [k, n]`` product (with ``epilogue``; the warp-specialized
-    kernel's tile is :func:`ws_config`'s) on a GPU of ``sms`` SMs.  ``reg``: the
+    kernel's tile is :func:`ws_config`'s from ``tiles``, the GPU's :func:`ws_tiles`, or
+    :data:`WS_TILES` where None) on a GPU of ``sms`` SMs.  ``reg``: the
     persistent kernel's ``REG_OPERAND`` (TF32 only: with no operand in registers both are
     staged in shared memory, and the 64-deep few-tiles tile does not fit; 32-deep does).
     Under the interpreter every variant runs ``INTERPRETER_CONFIG``."""
@@ -883,7 +900,7 @@ def default_config(
             return PERSISTENT_CONFIG_TF32_FEW if reg else PERSISTENT_CONFIG_FP32
         if wide:
             return PERSISTENT_CONFIG_FP32
-        return PERSISTENT_CONFIG if variant == "persistent" else ws_config(m, n, k, sms, epilogue)
+        return PERSISTENT_CONFIG if variant == "persistent" else ws_config(m, n, k, sms, epilogue, tiles)
     if variant == "split_k":
         return split_config(m, dtype)
     return FIXED_CONFIG
@@ -969,44 +986,69 @@ def default_variant(
     k_tiles = cdiv(k, PERSISTENT_CONFIG.block_k)
     full_stages = n % 8 == 0 or epilogue is None
     splits = tail_split(tiles, k_tiles, sms)[1] if full_stages else 1
-    cfg = ws_config(m, n, k, sms, epilogue)
-    ws = ws_cost(cfg, m, n, k, sms, full_stages)
-    ws_tiles, ws_area = cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n), cfg.block_m * cfg.block_n
+    table = ws_tiles(device)
+    cfg = ws_config(m, n, k, sms, epilogue, table)
+    ws = ws_cost(cfg, m, n, k, sms, full_stages, table)
+    ws_count, ws_area = cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n), cfg.block_m * cfg.block_n
     if splits > 1 and ws > (tiles // sms + 1 / splits + TAIL_COST_STEPS / k_tiles) * (1 + TAIL_MARGIN):
         return "persistent"
     whole = cdiv(tiles, sms)
     # Whole tiles, level: the warp-specialized kernel from WS_MIN_WAVES of its waves (1-1.5%
     # ahead at 8192³, level at 4096³), the persistent kernel below (6% ahead at 5120x1280x5120).
-    if ws < whole or (ws == whole and ws_tiles * ws_area >= WS_MIN_WAVES * sms * 128 * 128):
+    if ws < whole or (ws == whole and ws_count * ws_area >= WS_MIN_WAVES * sms * 128 * 128):
         return "warp_specialized"
     return "persistent"
 
 
-def ws_cost(config: TileConfig, m: int, n: int, k: int, sms: int, full_stages: bool = True) -> float:
+def ws_cost(
+    config: TileConfig, m: int, n: int, k: int, sms: int, full_stages: bool = True,
+    tiles: tuple[WsTile, ...] | None = None,
+) -> float:  # fmt: skip
     """The warp-specialized kernel's time with ``config`` for an ``[m, k] @ [k, n]`` product on
     ``sms`` SMs, in tile-times of the persistent kernel (the comment on ``TAIL_COST_STEPS``):
     its tiles' waves rounded up, each wave the tile's area over the persistent tile's times its
     :class:`WsTile` time at this K (``tile_time * (1 + epilogue_steps / k_steps)``; a tile-time
-    of 1 and no epilogue term for a config not in :data:`WS_TILES`), and ``WS_K_TAIL_STEPS``
+    of 1 and no epilogue term for a config not in ``tiles``, the GPU's table of :func:`ws_tiles`,
+    :data:`WS_TILES` where None), and ``WS_K_TAIL_STEPS``
     K steps more a tile where K is not a multiple of its step (``full_stages``: the kernel
     runs its whole ring; an odd N with an epilogue does not, and no tail is charged)."""
-    tiles = cdiv(m, config.block_m) * cdiv(n, config.block_n)
+    count = cdiv(m, config.block_m) * cdiv(n, config.block_n)
     k_steps = max(1, cdiv(k, PERSISTENT_CONFIG.block_k))  # an empty K (k=0: no steps) costs one
     k_tail = WS_K_TAIL_STEPS / k_steps if k % config.block_k and full_stages else 0.0
-    entry = next((t for t in WS_TILES if t.config == config), WsTile(config, 1.0))
+    entry = next((t for t in (WS_TILES if tiles is None else tiles) if t.config == config), WsTile(config, 1.0))
     area = config.block_m * config.block_n / (PERSISTENT_CONFIG.block_m * PERSISTENT_CONFIG.block_n)
-    return cdiv(tiles, sms) * area * entry.tile_time * (1 + entry.epilogue_steps / k_steps) * (1 + k_tail)
+    return cdiv(count, sms) * area * entry.tile_time * (1 + entry.epilogue_steps / k_steps) * (1 + k_tail)
 
 
-def ws_config(m: int, n: int, k: int, sms: int, epilogue: str | None = None) -> TileConfig:
+def ws_config(
+    m: int, n: int, k: int, sms: int, epilogue: str | None = None, tiles: tuple[WsTile, ...] | None = None
+) -> TileConfig:
     """The tile the warp-specialized kernel runs for an ``[m, k] @ [k, n]`` product (with
-    ``epilogue``) on ``sms`` SMs when no ``config`` is given: of :data:`WS_TILES` that take
-    ``epilogue``, the one of the lowest :func:`ws_cost`, the first listed on a tie.  The
-    choice is made once per call signature (the prepared launch), so a run of one weight
-    shape over M compiles at most one kernel a listed tile."""
+    ``epilogue``) on ``sms`` SMs when no ``config`` is given: of ``tiles`` (the GPU's table,
+    :func:`ws_tiles`; :data:`WS_TILES` where None) those that take ``epilogue``, the one of
+    the lowest :func:`ws_cost`, the first listed on a tie.  The choice is made once per call
+    signature (the prepared launch), so a run of one weight shape over M compiles at most one
+    kernel a listed tile."""
+    table = WS_TILES if tiles is None else tiles
     full_stages = n % 8 == 0 or epilogue is None
-    fits = [t.config for t in WS_TILES if epilogue is None or t.epilogues]
-    return min(fits, key=lambda c: ws_cost(c, m, n, k, sms, full_stages))
+    fits = [t.config for t in table if epilogue is None or t.epilogues]
+    return min(fits, key=lambda c: ws_cost(c, m, n, k, sms, full_stages, table))
+
+
+@functools.cache
+def _gpu_name(index: int) -> str:
+    return torch.cuda.get_device_name(index) if torch.cuda.is_available() else ""
+
+
+def ws_tiles(device: torch.device) -> tuple[WsTile, ...]:
+    """The warp-specialized tiles :func:`ws_config` picks from on ``device``: the table of
+    :data:`WS_TILES_BY_GPU` whose key is part of the GPU's name (``torch.cuda.get_device_name``),
+    else :data:`WS_TILES` (the H200's; also for CPU tensors).  Raises nothing: a GPU no table
+    names runs the H200's."""
+    if device.type != "cuda":
+        return WS_TILES
+    name = _gpu_name(device.index if device.index is not None else current_device())
+    return next((table for key, table in WS_TILES_BY_GPU if key in name), WS_TILES)
 
 
 def dispatch(
@@ -1048,7 +1090,7 @@ _LAYOUT_TOKENS = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDE
 
 
 def _constant(value: Any) -> bool:
-    if isinstance(value, tuple):  # a table of constants (WS_TILES)
+    if isinstance(value, tuple):  # a table of constants (WS_TILES; WS_TILES_BY_GPU's pairs)
         return all(_constant(v) for v in value)
     return isinstance(value, (bool, int, float, str, TileConfig, WsTile))
 
@@ -1140,7 +1182,7 @@ def tail_split(tiles: int, k_tiles: int, sms: int) -> tuple[int, int]:
 
 
 # what dispatch_rule fingerprints
-_RULE_FUNCTIONS = (default_variant, dispatch, ws_eligible, tail_split, split_config, ws_config, ws_cost)
+_RULE_FUNCTIONS = (default_variant, dispatch, ws_eligible, tail_split, split_config, ws_config, ws_cost, ws_tiles)
 
 
 def _layout(t: torch.Tensor) -> tuple[int, int, int, int]:
@@ -1446,7 +1488,7 @@ def _prepare(
         return _TUNED, launch_key, grid, args, consts, chosen.num_warps, chosen.num_stages, False, None
     if variant == "warp_specialized":
         if ws_eligible(a, b):
-            cfg = config or ws_config(m, n, k, sm_count(a.device), epilogue)
+            cfg = config or ws_config(m, n, k, sm_count(a.device), epilogue, ws_tiles(a.device))
             a_t, b_t = a_lay == _OUTER, b_lay == _OUTER  # read through descriptors of the memory as it lies
             split = ws_epilogue_split(cfg, a.element_size())
             consts = (a_t, b_t, code, store_pre, cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m,

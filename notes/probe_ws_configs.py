@@ -8,7 +8,9 @@ per-round paired ratio (cuBLAS over the variant: above 1 is faster) and rounds w
     python3 notes/probe_ws_configs.py > $OUT/probe_ws_configs.log
 
 A subset or other candidates (twenty-third session): ``LAB_WS_CONFIGS="name=128,128,64,16,5,4;..."``
-(block_m, block_n, block_k, group_m, stages, warps; ``default`` for WS_CONFIG),
+(block_m, block_n, block_k, group_m, stages, warps; ``default`` for the tile ``kernels.matmul.ws_config``
+picks on this GPU: ``WS_CONFIG`` everywhere until 2026-12-07, a table of its own on an H100 SXM
+since, so name ping-pong ``128,128,64,8,5,4`` where it must be ping-pong),
 ``LAB_WS_SHAPES="bf16:4096x4096x4096;..."``, ``LAB_WS_GELU=0`` to leave out the bias + GELU case,
 ``LAB_WS_ROUNDS`` (12).  A config whose two output tiles leave its ring too little room runs
 them as half-width boxes (``kernels.matmul.ws_epilogue_split``, from 5b93630), e.g.

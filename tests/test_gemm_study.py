@@ -190,12 +190,16 @@ def test_the_default_records_the_tile_its_choice_runs(monkeypatch) -> None:
     monkeypatch.setattr(km, "sm_count", lambda device: 132)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(km, "_gpu_name", lambda index: "NVIDIA H200")  # WS_TILES, as patched
     plain, bias = _case(4096, 4096, 4096), _case(4096, 4096, 4096, op="mm_bias")
     assert mm._dispatch_tile(plain, "warp_specialized") == "128x256"
     assert mm._dispatch_tile(bias, "warp_specialized") == "128x128"
     assert mm._dispatch_tile(plain, "persistent") == "128x256"
     assert mm._dispatch_tile(plain, "autotuned") is None  # it picks its own
     assert mm._dispatch_tile(plain, "unknown (RuntimeError)") is None
+    # the GPU's own table (kernels.matmul.ws_tiles): the H200's ping-pong alone here
+    monkeypatch.setattr(km, "ws_tiles", lambda device: (km.WsTile(pp, 1.0),))
+    assert mm._dispatch_tile(plain, "warp_specialized") == "128x128"
     monkeypatch.setattr(km, "sm_count", lambda device: (_ for _ in ()).throw(RuntimeError("no SMs")))
     assert mm._dispatch_tile(plain, "persistent") == "unknown (RuntimeError)"  # recorded, not raised
     monkeypatch.setattr(mm, "_dispatch", lambda case, captured: "warp_specialized")

@@ -1067,6 +1067,15 @@ def test_dispatch_rule_fingerprints_the_rule(monkeypatch) -> None:
             patch.setattr(mm_module, "WS_TILES", (exposed, *rest))
             assert mm_module.dispatch_rule() != first
         mm_module.dispatch_rule.cache_clear()
+        with monkeypatch.context() as patch:  # and another GPU's table, entry and name
+            (name, table), *others = mm_module.WS_TILES_BY_GPU
+            patch.setattr(mm_module, "WS_TILES_BY_GPU", ((name, table[:1]), *others))
+            assert mm_module.dispatch_rule() != first
+        mm_module.dispatch_rule.cache_clear()
+        with monkeypatch.context() as patch:
+            patch.setattr(mm_module, "WS_TILES_BY_GPU", (("H100 PCIe", table), *others))
+            assert mm_module.dispatch_rule() != first
+        mm_module.dispatch_rule.cache_clear()
         monkeypatch.setattr(mm_module, "SPLIT_K_MIN_K", 4096)
         assert mm_module.dispatch_rule() != first
     finally:
@@ -1493,6 +1502,52 @@ def test_ws_config_picks_the_cheaper_tile(monkeypatch) -> None:
         got = (named["BLOCK_M"], named["BLOCK_N"], named["BLOCK_K"], named["S"], named["COOP"])
         assert got == (want.block_m, want.block_n, want.block_k, want.num_stages, want.num_warps == 8)
         assert grid == (132, 1, 1)
+
+
+def test_ws_tiles_follow_the_gpu_name(monkeypatch) -> None:
+    # The H100 SXM has a table of its own (ping-pong and a cooperative 128x256x32 tile at 0.935
+    # of its tile-time, plain products only); any other name, and CPU tensors, the H200's.
+    monkeypatch.setattr(mm_module, "INTERPRETER", False)
+    monkeypatch.setattr(mm_module, "sm_count", lambda device: 132)
+    monkeypatch.setattr(mm_module, "_capability", lambda index: (9, 0))
+    names = ["NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA H20"]
+    monkeypatch.setattr(mm_module, "_gpu_name", names.__getitem__)
+    h100, h200, *others = (torch.device("cuda", i) for i in range(len(names)))
+    pp, coop, WsTile = mm_module.WS_CONFIG, mm_module.COOP_CONFIG, mm_module.WsTile
+    assert coop == TileConfig(128, 256, 32, 8, 6, 8)
+    table = mm_module.ws_tiles(h100)
+    assert table == (WsTile(pp, 1.0), WsTile(coop, 0.935, 0.0, epilogues=False))
+    for device in (h200, *others, torch.device("cpu")):
+        assert mm_module.ws_tiles(device) is mm_module.WS_TILES
+    assert (WsTile(pp, 1.0),) == mm_module.WS_TILES  # the H200's: ping-pong alone
+    # the H100 probe's shapes, fitted and held out: 4096³ is 4 waves of 512 cooperative tiles
+    # at 0.935 against 8 half waves of ping-pong's 1024 (3.74 against 4); 1536x4096x8192 is 2
+    # whole waves of 192 (1.87) against 3 half waves of 384 (1.5)
+    ws_config, ws_cost = mm_module.ws_config, mm_module.ws_cost
+    assert ws_cost(coop, 4096, 4096, 4096, 132, tiles=table) == pytest.approx(4 * 0.935)
+    assert ws_cost(coop, 4096, 4096, 4096, 132) == 4.0  # the H200's table does not list it: 1
+    for m, n, k in ((4096, 4096, 4096), (8192, 8192, 8192), (16384, 1024, 1024), (4096, 14336, 4096),
+                    (16384, 4096, 1024)):  # fmt: skip
+        assert ws_config(m, n, k, 132, None, table) == coop, (m, n, k)
+        assert ws_config(m, n, k, 132) == pp
+    assert ws_config(1536, 4096, 8192, 132, None, table) == pp
+    for epilogue in ("bias", "bias_gelu", "residual"):
+        assert ws_config(4096, 4096, 4096, 132, epilogue, table) == pp
+    # the dispatch asks the device's table: 2560³ is 200 persistent tiles (2 waves) against
+    # 400 of ping-pong (4 half waves: level, and under WS_MIN_WAVES of them) or, on the H100,
+    # 200 cooperative ones (2 waves at 0.935: 1.87)
+    assert default_variant(2560, 2560, 2560, h200, torch.bfloat16) == "persistent"
+    assert default_variant(2560, 2560, 2560, h100, torch.bfloat16) == "warp_specialized"
+    assert default_variant(2560, 2560, 2560, others[0], torch.bfloat16) == "persistent"
+    km = mm_module
+    assert km.default_config("warp_specialized", torch.bfloat16, 4096, 4096, k=4096, tiles=table) == coop
+    assert km.default_config("warp_specialized", torch.bfloat16, 4096, 4096, k=4096) == pp
+    # the prepared launch runs the device's choice (the plan only, on the CPU: the table patched in)
+    monkeypatch.setattr(mm_module, "ws_tiles", lambda device: table)
+    a, b = torch.empty(4096, 4096, dtype=torch.bfloat16), torch.empty(4096, 4096, dtype=torch.bfloat16)
+    _, _, _, _, consts, *_ = _ws_plan(a, b, monkeypatch)
+    named = dict(zip(mm_module._WS.const_names, consts, strict=True))
+    assert (named["BLOCK_M"], named["BLOCK_N"], named["BLOCK_K"], named["S"], named["COOP"]) == (128, 256, 32, 6, True)
 
 
 def test_ws_cost_charges_an_exposed_epilogue_once_a_tile(monkeypatch) -> None:

@@ -390,6 +390,32 @@ def test_ws_kernel_edges_layouts_and_schedules(name, shape) -> None:
 
 
 @hopper_only
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_the_default_runs_the_gpu_s_own_ws_tile(dtype) -> None:
+    # kernels.matmul.ws_tiles: on an H100 SXM a plain 4096³ product runs the cooperative
+    # 128x256x32 tile and one with a bias ping-pong; on any other Hopper GPU ping-pong both.
+    # The kernel the choice compiles is the one the tile forced compiles (its hash).
+    m = n = k = 4096
+    a, b = randn((m, k), dtype, 140), randn((k, n), dtype, 141, scale=k**-0.5)
+    bias = randn((n,), dtype, 142)
+    h100 = "H100 80GB HBM3" in torch.cuda.get_device_name(a.device)
+    assert (mm_module.ws_tiles(a.device) is mm_module.WS_TILES) != h100
+    want = mm_module.COOP_CONFIG if h100 else mm_module.WS_CONFIG
+    assert default_variant(m, n, k, a.device, dtype) == "warp_specialized"
+    ws = "warp_specialized"
+    (chosen,) = compiled_kernels(a, b, variant=ws)
+    (forced,) = compiled_kernels(a, b, variant=ws, config=want)
+    (ping_pong,) = compiled_kernels(a, b, variant=ws, config=mm_module.WS_CONFIG)
+    assert chosen.hash == forced.hash and (chosen.hash != ping_pong.hash) == h100
+    (with_bias,) = compiled_kernels(a, b, variant=ws, epilogue="bias", bias=bias)
+    (bias_pp,) = compiled_kernels(a, b, variant=ws, epilogue="bias", bias=bias, config=mm_module.WS_CONFIG)
+    assert with_bias.hash == bias_pp.hash
+    c = matmul(a, b)
+    assert torch.equal(c, matmul(a, b, variant=ws, config=want))
+    assert_close(c, reference(a, b), dtype, f"default {dtype}")
+
+
+@hopper_only
 @pytest.mark.parametrize("n", [1048, 1049])
 @pytest.mark.parametrize(
     "name",

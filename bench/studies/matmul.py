@@ -404,9 +404,10 @@ def _dispatch_tile(case: Params, variant: str | None) -> str | None:
     try:
         m, n, k = dims(case)
         km = _km()
-        sms = km.sm_count(torch.device("cuda", torch.cuda.current_device()))
+        device = torch.device("cuda", torch.cuda.current_device())
         dtype, precision, epilogue = DTYPES[case["dtype"]], PRECISION.get(case["dtype"]), EPILOGUES.get(case["op"])
-        config = km.default_config(variant, dtype, m, n, precision, sms, k=k, epilogue=epilogue)
+        sms, tiles = km.sm_count(device), km.ws_tiles(device)
+        config = km.default_config(variant, dtype, m, n, precision, sms, k=k, epilogue=epilogue, tiles=tiles)
         return None if config is None else f"{config.block_m}x{config.block_n}"
     except Exception as exc:  # recorded, not raised: meta never stops a case
         return f"unknown ({type(exc).__name__})"
