@@ -43,8 +43,10 @@ The variants:
   a ring of stages, and two consumer warpgroups multiply, each running its epilogue while the
   other's main loop keeps the tensor cores busy.  fp16/bf16 on Hopper, N a multiple of 16
   bytes (its TMA store; :func:`ws_eligible`), operands copied as for ``persistent``; every
-  other call of this variant runs ``persistent``.  Default tile
-  ``WS_CONFIG``.  Gluon does not run in the interpreter: the CPU tests compile it for sm_90
+  other call of this variant runs ``persistent``.  Default tile: :func:`ws_config`'s pick
+  from the GPU's table (:func:`ws_tiles`): ping-pong's ``WS_CONFIG`` on the H200, and on an
+  H100 SXM also the cooperative ``COOP_CONFIG`` (both consumers on one 128x256 tile) for
+  plain products where its waves cost less.  Gluon does not run in the interpreter: the CPU tests compile it for sm_90
   and check the instructions; the GPU tests run it.
 * ``split_k``: for decode-like shapes (M = 1..128, large K) the output has too few tiles to
   occupy the GPU; K is cut into ``splits`` ranges, each program writes an fp32 partial tile
