@@ -1,0 +1,87 @@
+"""Score warp-specialized tile tables for one GPU on ``notes/probe_ws_configs.py`` logs,
+without a GPU (thirtieth session, 2026-12-07).
+
+For each probed shape, the variant the dispatch would run (``kernels.matmul.default_variant``
+and, for the warp-specialized kernel, ``ws_config`` with the table under test), on a faked
+132-SM Hopper GPU of the name given, and its measured time over the fastest of the persistent
+kernel, ping-pong (``pp5``) and the cooperative tile (``coopk32s6``) in the log: the regret.
+Prints each table's mean and worst regret and the per-shape choices.  Tables: the GPU's
+entry in ``WS_TILES_BY_GPU`` as it stands, the H200's ``WS_TILES`` alone, and any given as
+``PP_TIME,COOP_TIME`` (tile-times of ping-pong's and the cooperative entry, persistent tile = 1).
+
+    python notes/score_ws_tables.py "NVIDIA H100 80GB HBM3" LOG [LOG ...] [--table 1.06,1.0 ...]
+
+Plain products only (the logs' bias + GELU rows are skipped).  A shape missing any of the
+three variants is left out.  Writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+mm = importlib.import_module("kernels.matmul")
+NAMES = ("persistent", "pp5", "coopk32s6")
+
+
+def load(paths: list[str]) -> dict[str, dict[str, float]]:
+    rows: dict[str, dict[str, float]] = {}
+    for path in paths:
+        for line in Path(path).read_text().splitlines():
+            if not line.startswith("{"):
+                continue
+            d = json.loads(line)
+            if "us" in d and not d["case"].startswith("bias"):
+                rows.setdefault(d["case"], {})[d["variant"]] = d["us"]
+    return {case: t for case, t in rows.items() if all(n in t for n in NAMES)}
+
+
+def score(label: str, rows: dict[str, dict[str, float]], device: torch.device) -> None:
+    regrets, lines = [], []
+    for case, t in rows.items():
+        dt, dims = case.split()
+        m, n, k = map(int, dims.split("x"))
+        variant = mm.default_variant(m, n, k, device, torch.bfloat16 if dt == "bf16" else torch.float16)
+        name = variant
+        if variant == "warp_specialized":
+            name = "coopk32s6" if mm.ws_config(m, n, k, 132, None, mm.ws_tiles(device)) == mm.COOP_CONFIG else "pp5"
+        best = min(NAMES, key=t.__getitem__)
+        regrets.append(t[name] / t[best])
+        lines.append(f"    {case}: {name} ({t[name] / t[best]:.3f}; fastest {best})")
+    print(f"{label}: mean regret {statistics.mean(regrets) - 1:.2%}, worst {max(regrets) - 1:.2%}")
+    print("\n".join(lines))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("gpu")
+    parser.add_argument("logs", nargs="+")
+    parser.add_argument("--table", action="append", default=[], help="PP_TIME,COOP_TIME")
+    args = parser.parse_args()
+    mm.INTERPRETER = False
+    mm.sm_count = lambda device: 132
+    mm._capability = lambda index: (9, 0)
+    mm._gpu_name = lambda index: args.gpu
+    device = torch.device("cuda", 0)
+    rows = load(args.logs)
+    score(f"{args.gpu}'s table as it stands", rows, device)
+    stands = mm.WS_TILES_BY_GPU
+    mm.WS_TILES_BY_GPU = ()
+    score("the H200's WS_TILES alone", rows, device)
+    for spec in args.table:
+        pp, coop = map(float, spec.split(","))
+        table = (mm.WsTile(mm.WS_CONFIG, pp), mm.WsTile(mm.COOP_CONFIG, coop, epilogues=False))
+        mm.WS_TILES_BY_GPU = ((args.gpu, table),)
+        score(f"ping-pong {pp}, cooperative {coop}", rows, device)
+    mm.WS_TILES_BY_GPU = stands
+
+
+if __name__ == "__main__":
+    main()
