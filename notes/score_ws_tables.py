@@ -9,7 +9,10 @@ Prints each table's mean and worst regret and the per-shape choices.  Tables: th
 entry in ``WS_TILES_BY_GPU`` as it stands, the H200's ``WS_TILES`` alone, and any given as
 ``PP_TIME,COOP_TIME`` (tile-times of ping-pong's and the cooperative entry, persistent tile = 1).
 
-    python notes/score_ws_tables.py "NVIDIA H100 80GB HBM3" LOG [LOG ...] [--table 1.06,1.0 ...]
+    python notes/score_ws_tables.py "NVIDIA H100 80GB HBM3" LOG [LOG ...] [--table 1.06,1.0 ...] \
+        [--grid] [--held-out LOG ...]
+
+``--grid`` fits a table on the LOGS (``grid``); ``--held-out`` scores every table on other logs apart.
 
 Plain products only (the logs' bias + GELU rows are skipped).  A shape missing any of the
 three variants is left out.  Writes nothing.
@@ -43,7 +46,9 @@ def load(paths: list[str]) -> dict[str, dict[str, float]]:
     return {case: t for case, t in rows.items() if all(n in t for n in NAMES)}
 
 
-def score(label: str, rows: dict[str, dict[str, float]], device: torch.device) -> None:
+def score(
+    label: str, rows: dict[str, dict[str, float]], device: torch.device, quiet: bool = False
+) -> tuple[float, float]:
     regrets, lines = [], []
     for case, t in rows.items():
         dt, dims = case.split()
@@ -55,8 +60,37 @@ def score(label: str, rows: dict[str, dict[str, float]], device: torch.device) -
         best = min(NAMES, key=t.__getitem__)
         regrets.append(t[name] / t[best])
         lines.append(f"    {case}: {name} ({t[name] / t[best]:.3f}; fastest {best})")
-    print(f"{label}: mean regret {statistics.mean(regrets) - 1:.2%}, worst {max(regrets) - 1:.2%}")
-    print("\n".join(lines))
+    mean, worst = statistics.mean(regrets) - 1, max(regrets) - 1
+    if not quiet:
+        print(f"{label}: mean regret {mean:.2%}, worst {worst:.2%}")
+        print("\n".join(lines))
+    return mean, worst
+
+
+def h100_style(gpu: str, pp: float, coop: float) -> None:
+    table = (mm.WsTile(mm.WS_CONFIG, pp), mm.WsTile(mm.COOP_CONFIG, coop, epilogues=False))
+    mm.WS_TILES_BY_GPU = ((gpu, table),)
+
+
+def grid(gpu: str, fit: dict[str, dict[str, float]], device: torch.device) -> tuple[float, float]:
+    """The table of the lowest mean regret on ``fit`` over a grid of tile-times (ping-pong 0.95-1.20,
+    the cooperative tile 0.90-1.10, steps of 0.005), then of the lowest worst regret; of those
+    (a region: the choices change only where a cost crosses another) the middle of each range."""
+    scored = {}
+    for i in range(51):
+        for j in range(41):
+            pp, coop = round(0.95 + 0.005 * i, 3), round(0.90 + 0.005 * j, 3)
+            h100_style(gpu, pp, coop)
+            mean, worst = score("", fit, device, quiet=True)
+            scored[pp, coop] = (round(mean, 6), round(worst, 6))
+    best = min(scored.values())
+    region = [key for key, value in scored.items() if value == best]
+    pps, coops = sorted({pp for pp, _ in region}), sorted({c for _, c in region})
+    print(
+        f"grid: mean regret {best[0]:.2%}, worst {best[1]:.2%} at {len(region)} points; ping-pong "
+        f"{pps[0]}-{pps[-1]}, cooperative {coops[0]}-{coops[-1]}"
+    )
+    return round((pps[0] + pps[-1]) / 2, 3), round((coops[0] + coops[-1]) / 2, 3)
 
 
 def main() -> None:
@@ -64,22 +98,29 @@ def main() -> None:
     parser.add_argument("gpu")
     parser.add_argument("logs", nargs="+")
     parser.add_argument("--table", action="append", default=[], help="PP_TIME,COOP_TIME")
+    parser.add_argument("--held-out", nargs="+", default=[], help="logs scored apart, and not fitted by --grid")
+    parser.add_argument("--grid", action="store_true", help="fit a table on LOGS over a grid (see grid())")
     args = parser.parse_args()
     mm.INTERPRETER = False
     mm.sm_count = lambda device: 132
     mm._capability = lambda index: (9, 0)
     mm._gpu_name = lambda index: args.gpu
     device = torch.device("cuda", 0)
-    rows = load(args.logs)
-    score(f"{args.gpu}'s table as it stands", rows, device)
+    sets = {"": load(args.logs)}
+    if args.held_out:
+        sets = {" (fit logs)": sets[""], " (held out)": load(args.held_out)}
     stands = mm.WS_TILES_BY_GPU
-    mm.WS_TILES_BY_GPU = ()
-    score("the H200's WS_TILES alone", rows, device)
-    for spec in args.table:
-        pp, coop = map(float, spec.split(","))
-        table = (mm.WsTile(mm.WS_CONFIG, pp), mm.WsTile(mm.COOP_CONFIG, coop, epilogues=False))
-        mm.WS_TILES_BY_GPU = ((args.gpu, table),)
-        score(f"ping-pong {pp}, cooperative {coop}", rows, device)
+    tables = [tuple(map(float, spec.split(","))) for spec in args.table]
+    if args.grid:
+        tables.append(grid(args.gpu, sets[next(iter(sets))], device))
+    for suffix, rows in sets.items():
+        mm.WS_TILES_BY_GPU = stands
+        score(f"{args.gpu}'s table as it stands{suffix}", rows, device)
+        mm.WS_TILES_BY_GPU = ()
+        score(f"the H200's WS_TILES alone{suffix}", rows, device)
+        for pp, coop in tables:
+            h100_style(args.gpu, pp, coop)
+            score(f"ping-pong {pp}, cooperative {coop}{suffix}", rows, device)
     mm.WS_TILES_BY_GPU = stands
 
 

@@ -1505,8 +1505,9 @@ def test_ws_config_picks_the_cheaper_tile(monkeypatch) -> None:
 
 
 def test_ws_tiles_follow_the_gpu_name(monkeypatch) -> None:
-    # The H100 SXM has a table of its own (ping-pong and a cooperative 128x256x32 tile at 0.935
-    # of its tile-time, plain products only); any other name, and CPU tensors, the H200's.
+    # The H100 SXM has a table of its own (ping-pong at 1.06 of the persistent kernel's
+    # tile-time, and a cooperative 128x256x32 tile at 1.0 for plain products only); any other
+    # name, and CPU tensors, the H200's.
     monkeypatch.setattr(mm_module, "INTERPRETER", False)
     monkeypatch.setattr(mm_module, "sm_count", lambda device: 132)
     monkeypatch.setattr(mm_module, "_capability", lambda index: (9, 0))
@@ -1516,15 +1517,16 @@ def test_ws_tiles_follow_the_gpu_name(monkeypatch) -> None:
     pp, coop, WsTile = mm_module.WS_CONFIG, mm_module.COOP_CONFIG, mm_module.WsTile
     assert coop == TileConfig(128, 256, 32, 8, 6, 8)
     table = mm_module.ws_tiles(h100)
-    assert table == (WsTile(pp, 1.0), WsTile(coop, 0.935, 0.0, epilogues=False))
+    assert table == (WsTile(pp, 1.06), WsTile(coop, 1.0, 0.0, epilogues=False))
     for device in (h200, *others, torch.device("cpu")):
         assert mm_module.ws_tiles(device) is mm_module.WS_TILES
     assert (WsTile(pp, 1.0),) == mm_module.WS_TILES  # the H200's: ping-pong alone
-    # the H100 probe's shapes, fitted and held out: 4096³ is 4 waves of 512 cooperative tiles
-    # at 0.935 against 8 half waves of ping-pong's 1024 (3.74 against 4); 1536x4096x8192 is 2
-    # whole waves of 192 (1.87) against 3 half waves of 384 (1.5)
+    # the H100 probes' shapes: 4096³ is 4 waves of 512 cooperative tiles at 1.0 against 8 half
+    # waves of ping-pong's 1024 at 1.06 (4 against 4.24); 1536x4096x8192 is 2 whole waves of
+    # 192 (2) against 3 half waves of 384 (1.59)
     ws_config, ws_cost = mm_module.ws_config, mm_module.ws_cost
-    assert ws_cost(coop, 4096, 4096, 4096, 132, tiles=table) == pytest.approx(4 * 0.935)
+    assert ws_cost(coop, 4096, 4096, 4096, 132, tiles=table) == 4.0
+    assert ws_cost(pp, 4096, 4096, 4096, 132, tiles=table) == pytest.approx(4 * 1.06)
     assert ws_cost(coop, 4096, 4096, 4096, 132) == 4.0  # the H200's table does not list it: 1
     for m, n, k in ((4096, 4096, 4096), (8192, 8192, 8192), (16384, 1024, 1024), (4096, 14336, 4096),
                     (16384, 4096, 1024)):  # fmt: skip
@@ -1533,12 +1535,17 @@ def test_ws_tiles_follow_the_gpu_name(monkeypatch) -> None:
     assert ws_config(1536, 4096, 8192, 132, None, table) == pp
     for epilogue in ("bias", "bias_gelu", "residual"):
         assert ws_config(4096, 4096, 4096, 132, epilogue, table) == pp
-    # the dispatch asks the device's table: 2560³ is 200 persistent tiles (2 waves) against
-    # 400 of ping-pong (4 half waves: level, and under WS_MIN_WAVES of them) or, on the H100,
-    # 200 cooperative ones (2 waves at 0.935: 1.87)
-    assert default_variant(2560, 2560, 2560, h200, torch.bfloat16) == "persistent"
-    assert default_variant(2560, 2560, 2560, h100, torch.bfloat16) == "warp_specialized"
-    assert default_variant(2560, 2560, 2560, others[0], torch.bfloat16) == "persistent"
+    # the dispatch asks the device's table: with a bias, 4096³ is 512 persistent tiles (4
+    # waves) against ping-pong's 8 half waves, level on the H200 (and from WS_MIN_WAVES of
+    # them: warp-specialized) and 4.24 on the H100; plain, the cooperative tile's 4 waves tie
+    # the persistent kernel's there.  2432x6912x7000 (513 persistent tiles: 3.9 waves, the
+    # last split along K) ran the persistent kernel 1.24x faster than whole cooperative waves
+    # on the H100 (notes/2026-12-07c-probe-ws-configs-h100-heldout-43a8ecb-h100.log).
+    for device, want in ((h200, "warp_specialized"), (h100, "persistent"), (others[0], "warp_specialized")):
+        assert default_variant(4096, 4096, 4096, device, torch.bfloat16, "bias") == want
+        assert default_variant(4096, 4096, 4096, device, torch.bfloat16) == "warp_specialized"
+    assert default_variant(2432, 6912, 7000, h100, torch.bfloat16) == "persistent"
+    assert default_variant(2560, 2560, 2560, h100, torch.bfloat16) == "persistent"
     km = mm_module
     assert km.default_config("warp_specialized", torch.bfloat16, 4096, 4096, k=4096, tiles=table) == coop
     assert km.default_config("warp_specialized", torch.bfloat16, 4096, 4096, k=4096) == pp
