@@ -75,7 +75,8 @@ def h100_style(gpu: str, pp: float, coop: float) -> None:
 def grid(gpu: str, fit: dict[str, dict[str, float]], device: torch.device) -> tuple[float, float]:
     """The table of the lowest mean regret on ``fit`` over a grid of tile-times (ping-pong 0.95-1.20,
     the cooperative tile 0.90-1.10, steps of 0.005), then of the lowest worst regret; of those
-    (a region: the choices change only where a cost crosses another) the middle of each range."""
+    (a region: the choices change only where a cost crosses another) the point nearest the
+    middle of each range (the middle itself where the region holds it)."""
     scored = {}
     for i in range(51):
         for j in range(41):
@@ -90,7 +91,8 @@ def grid(gpu: str, fit: dict[str, dict[str, float]], device: torch.device) -> tu
         f"grid: mean regret {best[0]:.2%}, worst {best[1]:.2%} at {len(region)} points; ping-pong "
         f"{pps[0]}-{pps[-1]}, cooperative {coops[0]}-{coops[-1]}"
     )
-    return round((pps[0] + pps[-1]) / 2, 3), round((coops[0] + coops[-1]) / 2, 3)
+    middle = ((pps[0] + pps[-1]) / 2, (coops[0] + coops[-1]) / 2)
+    return min(region, key=lambda key: (key[0] - middle[0]) ** 2 + (key[1] - middle[1]) ** 2)
 
 
 def main() -> None:
