@@ -98,13 +98,18 @@ def _name(kernel: Any) -> str:
 def _tile(kernel: Any) -> str | None:
     """The tile a kernel was compiled for, "BMxBNxBK, S stages, W warps", where its constexprs
     name BLOCK_M, BLOCK_N and BLOCK_K (every Triton GEMM here; the autotuner's choice is
-    otherwise not recorded, and it can differ from one process to the next); else None."""
+    otherwise not recorded, and it can differ from one process to the next); else None.
+    Stages are the constexpr ``S`` where the kernel has one (the Gluon warp-specialized
+    kernel runs its own ring of ``S`` stages, and Triton's ``num_stages`` reads 1 there: runs
+    of b5dfd30 to ee9501e recorded that 1), else the metadata's ``num_stages``; warps are
+    every warp of the program, the partitions' included."""
     try:
         src = kernel.src
         names = src.fn.arg_names
         consts = {names[key[0]] if isinstance(key, tuple) else key: value for key, value in src.constants.items()}
         tile = "x".join(str(int(consts[f"BLOCK_{d}"])) for d in "MNK")
-        return f"{tile}, {int(kernel.metadata.num_stages)} stages, {int(kernel.metadata.num_warps)} warps"
+        stages = int(consts["S"]) if "S" in consts else int(kernel.metadata.num_stages)
+        return f"{tile}, {stages} stages, {int(kernel.metadata.num_warps)} warps"
     except Exception:
         return None
 

@@ -115,8 +115,18 @@ def test_the_tile_a_kernel_was_compiled_for() -> None:
     named.metadata = SimpleNamespace(shared=0, num_stages=3, num_warps=8)
     partial = _kernel("k", _Asm(TRITON_SASS))
     partial.src = SimpleNamespace(fn=fn, constants={(1,): 16, (2,): 64})  # no BLOCK_K
-    ev = evidence.kernel_evidence([kernel, named, partial])
-    assert ev["tiles"] == ["16x64x128, 4 stages, 4 warps", "128x256x64, 3 stages, 8 warps", None]
+    # a Gluon kernel with its own ring: Triton's num_stages reads 1, the ring is S deep
+    ws_fn = SimpleNamespace(arg_names=["a_ptr", "BLOCK_M", "BLOCK_N", "BLOCK_K", "S"])
+    ring = _kernel("ws_matmul_kernel", _Asm(TRITON_SASS))
+    ring.src = SimpleNamespace(fn=ws_fn, constants={(1,): 128, (2,): 256, (3,): 32, (4,): 6})
+    ring.metadata = SimpleNamespace(shared=0, num_stages=1, num_warps=12)
+    ev = evidence.kernel_evidence([kernel, named, partial, ring])
+    assert ev["tiles"] == [
+        "16x64x128, 4 stages, 4 warps",
+        "128x256x64, 3 stages, 8 warps",
+        None,
+        "128x256x32, 6 stages, 12 warps",
+    ]
     _valid_meta(ev)
 
 

@@ -1589,6 +1589,7 @@ from triton.backends.compiler import GPUTarget
 from triton.backends.nvidia.compiler import get_ptxas
 from triton.experimental.gluon._runtime import GluonASTSource
 mm = importlib.import_module("kernels.matmul")
+evidence = importlib.import_module("bench.evidence")
 mm.ws_eligible = lambda a, b: True
 mm.sm_count = lambda device: 132
 INTS = ["M", "N", "K", "s_a", "s_b", "s_bias", "s_rm", "s_rn"]
@@ -1613,7 +1614,8 @@ def probe(name, a, b, spills=False, **kw):
               "tma_stores": ptx.count("cp.async.bulk.tensor.2d.global"), "shared": k.metadata.shared,
               "pointer_stores": ptx.count("st.global.b16"),
               "barrier_counts": sorted({int(c) for c in re.findall(INIT, ptx)}),
-              "model": mm.ws_shared_bytes(args["config"] or mm.WS_CONFIG, a.element_size())}
+              "model": mm.ws_shared_bytes(args["config"] or mm.WS_CONFIG, a.element_size()),
+              "tile": evidence._tile(k)}
     if spills:
         with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
             f.write(ptx)
@@ -1781,6 +1783,11 @@ def test_ws_kernel_compiles_for_hopper_with_partitions_wgmma_and_tma() -> None:
     split_gelu = reports["split coop 256x128 4 stages bias_gelu + pre"]
     assert split_gelu["tma_stores"] == 2 * reports["bias_gelu + pre"]["tma_stores"]
     assert reports["odd N split coop 128x256 4 stages"]["pointer_stores"] > 0
+    # The tile the sweep records (bench.evidence): the ring's depth, not Triton's num_stages
+    # (1 for a Gluon kernel), and the warps of every partition (4 + 4 consumers + 4 loading).
+    assert reports["a b"]["tile"] == "128x128x64, 5 stages, 12 warps"  # WS_CONFIG
+    assert reports["split ping-pong 6 stages"]["tile"] == "128x128x64, 6 stages, 12 warps"
+    assert reports["coop 256x128"]["tile"] == "256x128x64, 3 stages, 12 warps"
     # A stage of the ring is released by every consumer that read it: two in the cooperative
     # schedule (both read each stage), one in ping-pong (each stage belongs to one tile).
     for name, r in reports.items():
