@@ -594,3 +594,32 @@ def test_each_pages_claims_are_those_its_context_holds(stored_site) -> None:
 def test_softmax_page_states_the_staged_plans_widest_row(built) -> None:
     text = _text((built / "softmax.html").read_text())
     assert "staged (forward, Hopper): a row of up to 110 KB is copied once" in text, text[:300]
+
+
+_BLOCK_END = re.compile(r"\{%-?\s*(endfor|endif|endcall|endmacro|endset|else|elif\b[^%]*)\s*-?%\}$")
+
+
+def test_no_template_line_loses_its_line_break() -> None:
+    # publish.site renders with trim_blocks: the newline after a block tag is dropped.  A line
+    # of text ending in one (an inline loop, say) is then glued to the next line: a list item
+    # to the next item ("numpy 2.5.2- Before the run" on the Sources page), a sentence to the
+    # next ("b2a50f2.Whether" on the row-grid page).  Such a tag ends in "+%}", which keeps it.
+    glued = []
+    for tpl in sorted((ROOT / "templates").rglob("*.j2")):
+        lines = tpl.read_text().splitlines()
+        for i, line in enumerate(lines[:-1]):
+            text = re.sub(r"\{%.*?%\}|\{\{.*?\}\}", "", line).strip()
+            nxt = lines[i + 1].strip()
+            if text and _BLOCK_END.search(line) and nxt and not nxt.startswith("{%"):
+                glued.append(f"{tpl.relative_to(ROOT)}:{i + 1}: {line.strip()[-60:]}")
+    assert not glued, "\n".join(glued)
+
+
+def test_sources_page_lists_each_run_fact_as_its_own_item(built) -> None:
+    html = (built / "sources.html").read_text()
+    items = [_text(li) for li in re.findall(r"<li>(.*?)</li>", html, flags=re.S)]
+    software = [t for t in items if t.startswith("Software")]
+    assert software and not [t for t in software if "Before the run" in t], software[:2]
+    assert sum(t.startswith("Before the run") for t in items) == len(software)
+    words = _text((built / "rowgrid.html").read_text())
+    assert "Whether one rule" in words and ".Whether one rule" not in words
