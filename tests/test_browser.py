@@ -159,6 +159,21 @@ def test_charts_draw_after_instant_navigation(page, base_url) -> None:
     assert page.problems == []
 
 
+@pytest.mark.parametrize("name", ["softmax.html", "matmul.html"])
+def test_charts_draw_when_the_site_is_opened_from_disk(browser, stored_site, name) -> None:
+    # The README offers site/ as plain files; opened as file://, Material's document$ never
+    # fires, and charts that waited for it stayed empty boxes.
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    pg = context.new_page()
+    problems: list[str] = []
+    pg.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    pg.goto((stored_site.path / name).resolve().as_uri())
+    drawn, total = charts_drawn(pg)
+    assert total >= 4 and drawn >= total
+    assert problems == []
+    context.close()
+
+
 def test_numbers_in_tables_carry_provenance(page, base_url) -> None:
     page.goto(f"{base_url}/softmax.html")
     charts_drawn(page)  # layout settled: a click lands where it aims

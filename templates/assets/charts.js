@@ -1,6 +1,20 @@
+// Runs fn on the first load and after every instant (in-site) navigation.  Material's document$
+// fires for both when the site is served; opened from disk (file://) it never fires, so the
+// first load is also taken from the DOM itself.  fn must not mind running twice for one page.
+function labOnEveryPage(fn) {
+  "use strict";
+  if (typeof document$ !== "undefined") {
+    document$.subscribe(fn);
+  }
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", fn);
+  } else {
+    fn();
+  }
+}
+
 // Draws every .lab-chart on the page from the JSON spec beside it, with the Plotly bundle
-// this site serves itself.  Material's document$ fires on the first load and after every
-// instant (in-site) navigation, so charts appear either way; a palette switch redraws them.
+// this site serves itself; a palette switch redraws them.
 (function () {
   "use strict";
   function dark() {
@@ -20,23 +34,22 @@
     out.autosize = true;
     return out;
   }
-  function draw() {
+  function draw(redraw) {
     if (typeof Plotly === "undefined") {
       return;
     }
     document.querySelectorAll(".lab-chart").forEach(function (el) {
+      if (redraw !== true && el.hasAttribute("data-drawn")) {
+        return;  // (the first load can arrive twice: from document$ and from the DOM)
+      }
       var spec = JSON.parse(el.getAttribute("data-figure"));
       var target = el.querySelector(".lab-plot");
       Plotly.react(target, spec.data, themed(spec.layout), { responsive: true, displaylogo: false })
         .then(function () { el.setAttribute("data-drawn", "true"); });
     });
   }
-  if (typeof document$ !== "undefined") {
-    document$.subscribe(draw);
-  } else {
-    document.addEventListener("DOMContentLoaded", draw);
-  }
-  new MutationObserver(draw).observe(document.body, { attributes: true, attributeFilter: ["data-md-color-scheme"] });
+  labOnEveryPage(function () { draw(false); });
+  new MutationObserver(function () { draw(true); }).observe(document.body, { attributes: true, attributeFilter: ["data-md-color-scheme"] });
 })();
 
 // Provenance by keyboard and touch.  Every number links to its run, with where it came from
@@ -170,9 +183,5 @@
   }
 
   window.addEventListener("hashchange", reveal);
-  if (typeof document$ !== "undefined") {
-    document$.subscribe(function () { prepare(); reveal(); });
-  } else {
-    document.addEventListener("DOMContentLoaded", function () { prepare(); reveal(); });
-  }
+  labOnEveryPage(function () { prepare(); reveal(); });
 })();
