@@ -29,6 +29,10 @@ class Chart:
 Point = Num | Text | None  # a value; a Text marks a missing one ("refused", "failed check"); None: not applicable
 
 SMALL = 0.06  # on a linear axis, a value under this share of the largest is labelled with its number
+# Above this many cases a category is too narrow for a missing value's label ("not run"): the
+# marks go unlabelled, a legend entry says what they mean, and each mark's hover says why.
+LABELLED_MARKS = 30
+NO_TIME_KEY = "✕ no time (hover a mark for why)"
 
 
 def _ref_line(layout: dict, ref: tuple[str, float] | None, *, log_y: bool = False) -> None:
@@ -56,6 +60,7 @@ def _ref_line(layout: dict, ref: tuple[str, float] | None, *, log_y: bool = Fals
             "xanchor": "right",
             "yanchor": "bottom",
             "font": {"size": 11},
+            "bgcolor": "rgba(255,255,255,0.75)",  # legible over the markers it may cross
         }
     ]
 
@@ -75,8 +80,10 @@ def _layout(title: str, y_title: str, *, log_y: bool, ref: tuple[str, float] | N
     layout: dict = {
         "title": {"text": title, "font": {"size": 14}},
         "yaxis": {"title": {"text": y_title}, "type": "log" if log_y else "linear"},
-        "xaxis": {"type": "category"},
-        "legend": {"orientation": "h", "y": -0.2},
+        "xaxis": {"type": "category", "automargin": True},
+        # Under everything, in the figure's own coordinates: the case labels, however long,
+        # push the plot up rather than run under the legend.
+        "legend": {"orientation": "h", "x": 0, "y": 0, "yref": "container", "yanchor": "bottom"},
         "margin": {"t": 40, "r": 40, "b": 10, "l": 60},
         "height": 400,
     }
@@ -163,6 +170,7 @@ def dots(
     top = max(finite, default=1.0)
     bottom = min(finite, default=1.0)
     placed = [0] * len(categories)  # missing marks already placed in each category
+    labelled = len(categories) <= LABELLED_MARKS
 
     def foot(j: int) -> float:
         """Where a missing mark goes: under the data, one step lower for each mark already
@@ -216,7 +224,7 @@ def dots(
                     "showlegend": False,
                     "x": [categories[j] for j, _ in gone],
                     "y": [foot(j) for j, _ in gone],
-                    "text": [p.text for _, p in gone],
+                    "text": [p.text if labelled else "" for _, p in gone],
                     "textposition": "top center",
                     "textfont": {"size": 10, "color": colour},
                     "marker": {
@@ -231,6 +239,14 @@ def dots(
                 }
             )
     layout = _layout(title, y_title, log_y=log_y, ref=ref)
+    if not labelled:  # many cases: their labels take the height the plot needs
+        layout["xaxis"]["tickfont"] = {"size": 10}
+        layout["height"] = 540
+        if any(t.get("showlegend") is False for t in data):
+            layout["margin"]["t"] = 60
+            key = {"xref": "paper", "yref": "paper", "x": 0, "y": 1, "xanchor": "left", "yanchor": "bottom"}
+            key |= {"text": NO_TIME_KEY, "showarrow": False, "font": {"size": 11}}
+            layout.setdefault("annotations", []).append(key)
     if log_y and ratio_ticks:
         layout["yaxis"] |= _ratio_ticks([v for t in data for v in t["y"] if v is not None])
     elif log_y:

@@ -47,6 +47,14 @@ def _fmt_us(v: float) -> str:
     return f"{v:,.0f}"
 
 
+def _fmt_x(v: float) -> str:
+    # Within 10% of parity every verdict and target sits (1.00×, 0.98×, 0.95×): two decimals
+    # there would print a 0.996× loss as 1.00× and a 0.977× miss as the 0.98× it missed.
+    if 0.9 <= v < 1.1:
+        return f"{v:.3f}×"
+    return f"{v:.2f}×"
+
+
 FORMATS = {
     "us": lambda v: f"{_fmt_us(v)} µs",
     "us_bare": _fmt_us,
@@ -56,7 +64,7 @@ FORMATS = {
     "TFLOPs_bare": lambda v: f"{v:,.0f}" if v >= 10 else f"{v:.2g}",
     "pct": lambda v: f"{v:.1f}%" if abs(v) < 100 else f"{v:.0f}%",  # one decimal: 94.7% is not 95%
     "pct_signed": lambda v: f"{v:+.1f}%",
-    "x": lambda v: f"{v:.2f}×",
+    "x": _fmt_x,
     "x3": lambda v: f"{v:.3f}×",  # a speedup beside a threshold it rounds to (0.977× against 0.98×)
     "x_set": lambda v: f"{v:g}×",
     "MHz": lambda v: f"{v:,.0f} MHz",

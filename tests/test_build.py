@@ -623,3 +623,50 @@ def test_sources_page_lists_each_run_fact_as_its_own_item(built) -> None:
     assert sum(t.startswith("Before the run") for t in items) == len(software)
     words = _text((built / "rowgrid.html").read_text())
     assert "Whether one rule" in words and ".Whether one rule" not in words
+
+
+# A number printed without its unit ("208") leaves the unit to the column's header or the
+# table's title: one of the two must name it.
+_BARE_UNITS = {"us_bare": "µs", "GBps_bare": "GB/s", "TFLOPs_bare": "TFLOP/s"}
+
+
+def test_every_bare_number_has_its_unit_in_the_header_or_the_title(stored_site) -> None:
+    from publish.numbers import Num
+
+    rendered = stored_site.report.rendered
+    missing, seen = [], 0
+    for page, table in rendered.tables:
+        for col in table.columns:
+            kinds = {r[col.key].kind for r in table.rows if isinstance(r.get(col.key), Num)}
+            for kind in kinds & _BARE_UNITS.keys():
+                seen += 1
+                if _BARE_UNITS[kind] not in col.label and _BARE_UNITS[kind] not in table.title:
+                    missing.append(f"{page} {table.id} column {col.label!r}: {_BARE_UNITS[kind]}")
+    assert seen > 20  # the check looked at the site's time, bandwidth and TFLOP/s columns
+    assert missing == [], "\n".join(missing)
+
+
+def test_the_odd_row_lead_in_the_gemm_prose_is_the_tables_range(stored_site) -> None:
+    """The GEMM page's sentence on rows TMA cannot read ("cuBLAS's time over ours runs from
+    A to B") states the lowest and highest cuBLAS ratio of the forward 16-bit results tables'
+    rows with an N or K that is not a multiple of 8 elements, decode (M ≤ 128 against a
+    weight of at least 1024·4096) and launch-bound (≤ 2·1024³ flops) products aside.  It once
+    said "two and a half to five and a half times" in words, which no run had measured."""
+    import html as htmllib
+
+    from publish.numbers import FORMATS
+
+    text = htmllib.unescape(re.sub(r"<[^>]+>", "", (stored_site.path / "matmul.html").read_text()))
+    found = re.search(r"cuBLAS's time over ours runs from\s+([\d.]+)×\s+to\s+([\d.]+)×", text)
+    assert found, "the sentence is missing"
+    ratios = []
+    for dtype in ("bf16", "fp16"):
+        table = json.loads((stored_site.path / "tables" / f"matmul-fwd-{dtype}.json").read_text())
+        for row in table["rows"]:
+            m, n, k = (int(d) for d in row["cells"]["shape"]["text"].split("×"))
+            if (n % 8 == 0 and k % 8 == 0) or 2 * m * n * k <= 2 * 1024**3 or (m <= 128 and n * k >= 1024 * 4096):
+                continue
+            if "value" in row["cells"]["cublas"]:
+                ratios.append(row["cells"]["cublas"]["value"])
+    assert len(ratios) >= 4
+    assert (f"{found[1]}×", f"{found[2]}×") == (FORMATS["x"](min(ratios)), FORMATS["x"](max(ratios)))

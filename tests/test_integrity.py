@@ -204,7 +204,7 @@ def test_runs_of_another_gpu_are_listed_and_never_mixed_in(tmp_path) -> None:
         assert B not in table.read_text(), table.name
     home = _visible(out / "index.html")
     assert "NVIDIA H200" in home and "NVIDIA B200" not in home  # the headline GPU did not flip
-    assert "1 run in force measured another GPU" in home
+    assert "1 stored run (not withdrawn) measured another GPU: it is listed on Sources" in home
     sources = _visible(out / "sources.html")
     assert (
         "Other GPU, not mixed in This run measured NVIDIA B200 (148 SMs); the softmax results come from "

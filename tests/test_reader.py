@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import synthruns
 
-from publish.charts import SMALL, bars, dots
+from publish.charts import LABELLED_MARKS, NO_TIME_KEY, SMALL, bars, dots
 from publish.numbers import Num, Source
 from publish.pages import pages
 from publish.site import build
@@ -56,9 +56,17 @@ def test_no_bars_on_a_log_axis_and_no_blank_where_a_value_is_missing(sites) -> N
                 continue
             categories = fig["data"][0]["x"]
             marks: dict[str, set[str]] = {}
+            # Past LABELLED_MARKS cases a mark carries no label; a key over the plot says
+            # what the marks are, and each mark's hover says why it has no time.
+            keyed = any(a.get("text") == NO_TIME_KEY for a in fig["layout"].get("annotations", []))
+            unlabelled = len(categories) > LABELLED_MARKS
+            assert keyed == (unlabelled and any(t.get("showlegend") is False for t in fig["data"])), where
             for t in fig["data"]:
                 if t.get("showlegend") is False:  # the marks of missing values
-                    assert all(label.strip() for label in t["text"]), where
+                    if keyed:
+                        assert all(why.startswith("no time: ") and len(why) > 9 for why in t["customdata"]), where
+                    else:
+                        assert all(label.strip() for label in t["text"]), where
                     marks.setdefault(t["legendgroup"], set()).update(t["x"])
             for t in fig["data"]:
                 if t.get("showlegend") is False:
@@ -143,3 +151,21 @@ def test_softmax_page_answers_first_and_defines_its_terms(sites) -> None:
     words = " ".join(htmllib.unescape(re.sub(r"<[^>]+>", " ", html)).split())
     assert "Unresolved A comparison too close to call" in words
     assert "Eager composition The unfused softmax a careful user writes" in words
+
+
+def test_a_ceiling_line_says_which_runs_it_stands_for() -> None:
+    """A throughput chart's ceiling (the copy, cuBLAS's matrix rate: re-measured in every run)
+    is its run's where the points share one; over several runs it is their median, labelled
+    with how many and their range, not the first point's run called "same run"."""
+    from types import SimpleNamespace
+
+    from publish.studypage.charts import ceiling
+
+    def case(run_id: str, peak: float) -> SimpleNamespace:
+        return SimpleNamespace(run=SimpleNamespace(run_id=run_id, mm_peak=peak))
+
+    one = [case("a", 732.0), case("a", 732.0)]
+    assert ceiling(one, "rate", "TFLOP/s", lambda r: r.mm_peak) == ("rate, same run: 732 TFLOP/s", 732.0)
+    many = [case("a", 732.0), case("b", 787.0), case("c", 760.0), case("b", 787.0)]
+    label, value = ceiling(many, "rate", "TFLOP/s", lambda r: r.mm_peak)
+    assert value == 760.0 and label == "rate: median 760 TFLOP/s over the 3 runs of these points (732-787)"

@@ -261,7 +261,7 @@ def variations_table(view: StudyView) -> Table | None:
     present = [v for v in VARIANTS if any(v in c.variants for c in cases)]
     cols = [Column("case", "Case", numeric=False)]
     cols += [Column(v, view.label(v), f"median µs, {DEVICE_TIME}") for v in present]
-    table = Table("cross_entropy-variations", f"Label smoothing and the soft cap ({DEVICE_TIME})", cols)
+    table = Table("cross_entropy-variations", f"Label smoothing and the soft cap (median µs, {DEVICE_TIME})", cols)
     for c in cases:
         row: dict[str, Any] = {"case": Text(_title(c))}
         for v in present:

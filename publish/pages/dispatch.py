@@ -173,7 +173,7 @@ def breakdown_table(c: CaseResult, impls: list[str]) -> Table:
     cols = [Column("piece", "Piece (host µs per call)", numeric=False)] + [Column(i, IMPLS[i]) for i in impls]
     table = Table(
         f"dispatch-host-{shape}",
-        f"{c.shape} bf16: host time per eager call, piece by piece (host-loop, {c.run.run_id})",
+        f"{c.shape} bf16: host time per eager call, piece by piece (median µs, host-loop, {c.run.run_id})",
         cols,
     )
     for p in PIECES:

@@ -66,7 +66,7 @@ def plans_table(view: StudyView) -> Table | None:
     cols = [Column("case", "Case", numeric=False), Column("l2", "L2", numeric=False)]
     cols += [Column(v, view.label(v), f"median µs, {DEVICE_TIME}") for v in present]
     cols.append(Column("chosen", "Planner chose", numeric=False))
-    table = Table("rmsnorm-plans", f"Wide rows: every plan timed in the same run ({DEVICE_TIME})", cols)
+    table = Table("rmsnorm-plans", f"Wide rows: every plan timed in the same run (median µs, {DEVICE_TIME})", cols)
     for c in sorted(cases, key=lambda c: c.case_id):
         title = DIRECTION_TITLES.get(c.params["direction"], c.params["direction"])
         row: dict[str, Any] = {"case": f"{title}, {c.params['dtype']}, {c.shape}", "l2": l2_cell(c)}
@@ -113,7 +113,7 @@ def fused_table(view: StudyView) -> Table | None:
     present = [v for v in STEP_PEERS if any(v in c.variants for c in cases)]
     cols = [Column("case", "Case", numeric=False), Column("l2", "L2", numeric=False)]
     cols += [Column(v, view.label(v), f"median µs, {DEVICE_TIME}") for v in present]
-    table = Table("rmsnorm-fused", f"Training step: the weight gradient two ways ({DEVICE_TIME})", cols)
+    table = Table("rmsnorm-fused", f"Training step: the weight gradient two ways (median µs, {DEVICE_TIME})", cols)
     for c in sorted(cases, key=lambda c: c.case_id):
         row: dict[str, Any] = {"case": f"{c.params['dtype']}, {c.shape}", "l2": l2_cell(c)}
         for v in present:

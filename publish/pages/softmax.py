@@ -114,7 +114,9 @@ def plans_table(view: StudyView) -> Table:
         ]
     )
     table = Table(
-        "softmax-plans", f"Wide rows: every plan timed in the same run ({DEVICE_TIME}; eager call beside)", cols
+        "softmax-plans",
+        f"Wide rows: every plan timed in the same run (median µs, {DEVICE_TIME}; eager call beside)",
+        cols,
     )
     for direction in view.directions():
         for dtype in view.dtypes():

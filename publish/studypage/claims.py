@@ -106,7 +106,8 @@ def _peer_absent(view: StudyView, found: list[CaseResult], peer: str | None) -> 
 
 def beside(x: Num, threshold: Num) -> Num:
     """``x`` as a target shows it: with three decimals where two would read as the threshold
-    itself (0.977× missing 0.98× must not print as 0.98×)."""
+    itself (1.497× missing 1.5× must not print as 1.50×; near parity, where 0.98× and 0.95×
+    lie, the speedup format has three already)."""
     if x.kind == "x" and FORMATS["x"](x.value) == FORMATS["x"](threshold.value) and x.value != threshold.value:
         return dataclasses.replace(x, kind="x3")
     return x
