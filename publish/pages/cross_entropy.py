@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from markupsafe import Markup
+
 from publish.claims import Claim, sentence
 from publish.numbers import Num, definition
 from publish.results import CaseResult
 from publish.studypage import memory
 from publish.studypage.claims import eager_flips, pairwise
-from publish.studypage.common import DEVICE_TIME, cases_evidence, refusal, time_or_why
+from publish.studypage.common import DEVICE_TIME, NOT_INSTALLED, cases_evidence, refusal, time_or_why
 from publish.studypage.memory import peak
 from publish.studypage.spec import (
     DIRECTION_TITLES,
@@ -122,9 +124,12 @@ def time_for_memory(view: StudyView) -> list[Claim]:
             Claim(
                 "time-for-memory",
                 sentence(
-                    "Device time (graph replay), training step: ours lost no comparison in the {n} cases measured, so "
-                    "there is no time-for-memory trade to report.",
+                    "Device time (graph replay), training step: neither of our modes (the gradient into a new buffer "
+                    "or over the logits) lost a comparison with another library's kernel ({peers}) in the {n} cases "
+                    "measured, so there is no time-for-memory trade to report (the losses table also holds the "
+                    "two modes against each other).",
                     n=Num(len(compared), "count"),
+                    peers=", ".join(view.label(p) for p in OTHERS),
                 ),
                 True,
             )
@@ -230,19 +235,33 @@ def peer_observations(view: StudyView) -> list[Claim]:
             )
         )
     for peer in ("liger", "quack"):
-        offered = [c for c in view.results.cases.values() if peer in c.variants]
+        # A case whose machine lacked the package was never offered to the peer: its cell says
+        # "not installed", and it is counted apart from the peer's own refusals.
+        listed = [c for c in view.results.cases.values() if peer in c.variants]
+        absent = [c for c in listed if NOT_INSTALLED in (c.variants[peer].error or "")]
+        offered = [c for c in listed if c not in absent]
         refused = [c for c in offered if (c.variants[peer].error or "").startswith("refused")]
         if offered:
+            text = sentence(
+                "{peer} declined {r} of the {n} cases it was offered",
+                peer=view.label(peer),
+                r=Num(len(refused), "count"),
+                n=Num(len(offered), "count"),
+            )
+            text += (
+                sentence("; those cases show no {peer} time (each table cell says why)", peer=view.label(peer))
+                if refused
+                else Markup("")
+            )
+            if absent:
+                text += sentence(
+                    "; {a} more were run on a machine without it installed, so it was not offered them",
+                    a=Num(len(absent), "count"),
+                )
             out.append(
                 Claim(
                     f"{peer}-refusals",
-                    sentence(
-                        "{peer} declined {r} of the {n} cases it was offered; those cases show no {peer} time (each "
-                        "table cell says why).",
-                        peer=view.label(peer),
-                        r=Num(len(refused), "count"),
-                        n=Num(len(offered), "count"),
-                    ),
+                    text + Markup("."),
                     True,
                     evidence=cases_evidence("refused", refused),
                 )

@@ -74,6 +74,12 @@ def _faster(view: StudyView, m: Faster) -> Evaluation:
     return evaluate
 
 
+def _check_failed(c: CaseResult, peer: str) -> bool:
+    """Whether ``peer`` ran this case and failed its float64 check."""
+    theirs = c.variants.get(peer)
+    return theirs is not None and theirs.error is not None and theirs.error.startswith("check failed")
+
+
 def _peer_failed(view: StudyView, c: CaseResult, peer: str) -> tuple[Markup, bool] | None:
     """Where a threshold against ``peer`` cannot be read: the peer was not run (missed), it
     failed its float64 check (the target does not apply), or it has no time (missed)."""
@@ -239,6 +245,14 @@ def case_target(view: StudyView, t: Target) -> Claim:
     absent = _peer_absent(view, found, getattr(m, "peer", None))
     if absent is not None:  # the machine lacked the peer's package: no comparison was made
         return Claim(t.id, head + Markup(" ") + absent, False, "target", no_data=True)
+    peer = getattr(m, "peer", None)
+    if peer is not None and all(_check_failed(c, peer) for c in found):
+        # No number of the peer's to hold ours to anywhere: neither met nor missed.
+        text = head + sentence(
+            " No data: {peer} failed its float64 check in every L2 mode measured, so no comparison was made.",
+            peer=view.label(peer),
+        )
+        return Claim(t.id, text, False, "target", no_data=True)
     evaluate = (
         _copy_share(view, m)
         if isinstance(m, CopyShare)
