@@ -30,7 +30,7 @@ Point = Num | Text | None  # a value; a Text marks a missing one ("refused", "fa
 
 SMALL = 0.06  # on a linear axis, a value under this share of the largest is labelled with its number
 # Above this many cases a category is too narrow for a missing value's label ("not run"): the
-# marks go unlabelled, a legend entry says what they mean, and each mark's hover says why.
+# marks go unlabelled, a key over the plot says what they mean, and each mark's hover says why.
 LABELLED_MARKS = 30
 NO_TIME_KEY = "✕ no time (hover a mark for why)"
 

@@ -65,7 +65,7 @@ FORMATS = {
     "pct": lambda v: f"{v:.1f}%" if abs(v) < 100 else f"{v:.0f}%",  # one decimal: 94.7% is not 95%
     "pct_signed": lambda v: f"{v:+.1f}%",
     "x": _fmt_x,
-    "x3": lambda v: f"{v:.3f}×",  # a speedup beside a threshold it rounds to (0.977× against 0.98×)
+    "x3": lambda v: f"{v:.3f}×",  # a speedup beside a threshold it rounds to (1.497× against 1.5×)
     "x_set": lambda v: f"{v:g}×",
     "MHz": lambda v: f"{v:,.0f} MHz",
     "ms": lambda v: f"{v:g} ms",

@@ -248,11 +248,8 @@ def peer_observations(view: StudyView) -> list[Claim]:
                 r=Num(len(refused), "count"),
                 n=Num(len(offered), "count"),
             )
-            text += (
-                sentence("; those cases show no {peer} time (each table cell says why)", peer=view.label(peer))
-                if refused
-                else Markup("")
-            )
+            if refused:
+                text += sentence("; those cases show no {peer} time (each table cell says why)", peer=view.label(peer))
             if absent:
                 text += sentence(
                     "; {a} more were run on a machine without it installed, so it was not offered them",

@@ -526,6 +526,13 @@ def small(c: CaseResult) -> bool:
     return bool(c.flops) and c.flops <= SMALL_FLOPS
 
 
+def unaligned_rows(c: CaseResult) -> bool:
+    """Whether a row of B or C (N elements) or of A (K elements) is not a whole number of 16
+    bytes: no TMA descriptor can read it as it lies."""
+    size = 4 if c.params["dtype"] in ("tf32", "fp32") else 2
+    return any(int(c.params[d]) * size % 16 for d in ("cols", "k"))
+
+
 def odd_rows_lead(view: StudyView) -> dict[str, Num] | None:
     """How far ahead of cuBLAS (device time) the 16-bit forward products ran whose B or C rows
     (N) or A rows (K) are not a whole number of 16 bytes, decode and launch-bound shapes aside:
@@ -535,7 +542,7 @@ def odd_rows_lead(view: StudyView) -> dict[str, Num] | None:
     for c in view.where(direction="fwd"):
         if c.params["dtype"] not in ("bf16", "fp16") or decode(c) or small(c) or c.params.get("op", "mm") != "mm":
             continue
-        if all(int(c.params[d]) * 2 % 16 == 0 for d in ("cols", "k")):
+        if not unaligned_rows(c):
             continue
         x = c.speedup(OURS, "cublas")
         if isinstance(x, Num):
@@ -827,8 +834,7 @@ def explain(c: CaseResult, peer: str) -> str | None:
         return "decode"
     if small(c):
         return "small"
-    size = 4 if c.params["dtype"] in ("tf32", "fp32") else 2
-    if any(int(c.params[d]) * size % 16 for d in ("cols", "k")):
+    if unaligned_rows(c):
         return "unaligned-rows"
     if c.params["direction"] == "fwd+bwd":
         return "backward"

@@ -88,7 +88,7 @@ def _peer_failed(view: StudyView, c: CaseResult, peer: str) -> tuple[Markup, boo
     if theirs is None:
         return sentence("{peer} was not run", peer=label), False
     if theirs.error is not None:
-        if theirs.error.startswith("check failed"):
+        if _check_failed(c, peer):
             return sentence("{peer} failed its float64 check, so the target does not apply here", peer=label), True
         return sentence("{peer} has no time ({why})", peer=label, why=theirs.error[:160]), False
     return None
