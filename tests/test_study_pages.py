@@ -190,6 +190,26 @@ def test_rowsum_add_page_marks_warm_wins_that_are_l2_residency(site) -> None:
         assert f'id="{chart}"' in html
 
 
+def test_a_warm_number_above_the_copy_is_not_l2_residency_when_cold_passes_it_too(tmp_path) -> None:
+    """A row sum only reads, so it can pass torch's copy (a read and a write per byte) from
+    DRAM: where the cold case of a size is above the copy as well, the table does not call
+    the warm number L2 residency, and the observation counts it apart."""
+    shapes = (*synthstudies.ROW_SHAPES, (16384, 4096))
+    out = _site(tmp_path, None, synthstudies.rowsum_add_doc(ROWS, "2026-12-01T00:00:00Z", row_shapes=shapes))
+    doc = json.loads((out / "tables" / "rowsum_add-rowsum-bf16.json").read_text())
+    rows = {r["cells"]["size"]["text"]: r["cells"] for r in doc["rows"]}
+    big = rows["16384×4096"]
+    assert big["cold"]["value"] > synthstudies.COPY and big["warm"]["value"] > synthstudies.COPY
+    assert big["reads"]["text"].startswith("not L2 residency"), big["reads"]["text"]
+    assert "cold (faster from DRAM than the copy)" in big["reads"]["text"]
+    assert rows["1024×4096"]["reads"]["text"].startswith(("L2 residency", "warm win is L2 residency"))
+    html = (out / "rowsum_add.html").read_text()
+    _clean(html)
+    said = _words(html)
+    assert re.search(r"in 2 of the \d+ warm cases ours moved more logical bytes", said), said
+    assert "In 1 more, ours passed the copy cold as well" in said
+
+
 def test_rowsum_add_targets_name_their_operator_and_evaluate(site, tmp_path) -> None:
     html = (site / "rowsum_add.html").read_text()
     assert _status(html, "target-copy-add-1x16777216-cold") == "met"  # 98% of the copy less the launch
