@@ -509,6 +509,25 @@ def test_softmax_page_with_eager_samples_and_quack(tmp_path) -> None:
         assert claim.split("</span>", 1)[1].strip().startswith(("Device time", "Eager call")), claim
 
 
+def test_why_quack_stays_ahead_names_the_plan_our_cases_ran(tmp_path) -> None:
+    """Where QuACK is ahead of a plan that reads each row once as well (here the staged plan,
+    the row in shared memory), the page does not give the two-read reason, and it names the
+    plan the run recorded, not another."""
+    root = synthruns.project(tmp_path)
+    doc = synthruns.softmax_doc("softmax-20261201T000000Z-aaaaaaa", "2026-12-01T00:00:00Z")
+    for case in doc["cases"]:
+        if case["case"]["cols"] == 32768:
+            case["variants"]["triton"]["meta"]["plan"] = "staged"
+    synthruns.write(root, doc)
+    build(root, tmp_path / "site")
+    html = (tmp_path / "site" / "softmax.html").read_text()
+    claim = re.search(r'id="claim-target-quack-8192x32768[^"]*"[^>]*>(.*?)</div>', html, re.S)
+    assert claim is not None
+    said = _text(claim.group(1))
+    assert "our staged plan reads each row from memory once too" in said, said
+    assert "cluster of thread blocks" not in said and "block plan" not in said
+
+
 def test_a_peer_absent_from_the_machine_is_not_a_peer_refusing(tmp_path) -> None:
     """A run made where Liger-Kernel was not installed records its absence as a refusal; the
     claim about the widths Liger refuses must not count those cases as Liger declining."""

@@ -97,7 +97,15 @@ def why_quack(view: StudyView, found: list[CaseResult]) -> Markup:
     plans = {(c.get(OURS).meta.get("plan") if c.get(OURS) else None) for c in ahead}  # type: ignore[union-attr]
     if plans <= {"looped", "split"}:
         return sentence(" {why}", why=WHY_QUACK)
-    return sentence(" Why is not yet explained (our block plan reads once too).")
+    # A plan that keeps the row on chip (block: registers; staged: shared memory) reads it
+    # once, as QuACK does, so one read per row cannot be the reason: name the plans it ran.
+    once = sorted(str(p) for p in plans - {"looped", "split"} if p is not None)
+    if not once:
+        return sentence(" Why is not yet explained (the run does not record our plan).")
+    return sentence(
+        " Why is not yet explained: our {plans} plan reads each row from memory once too.",
+        plans=" and ".join(once),
+    )
 
 
 # ----------------------------------------------------------------------------- the row plans
