@@ -141,8 +141,8 @@ def rowsum_add_doc(run_id: str, started: str, *, add_sizes=ADD_SIZES, row_shapes
         names = ["triton", *(["triton-looped", "triton-split"] if wide else []), "torch-sum", "compile-sum"]
         for l2 in ("cold", "warm"):
             big = rows * cols >= 2**26
-            shares = {"triton": 0.8 if wide else 1.04 if big else 0.98, "triton-looped": 0.7, "triton-split": 0.8, "torch-sum": 0.98,
-                      "compile-sum": 0.9}  # fmt: skip
+            shares = {"triton": 0.8 if wide else 1.04 if big else 0.98, "triton-looped": 0.7, "triton-split": 0.8,
+                      "torch-sum": 0.98, "compile-sum": 0.9}  # fmt: skip
             times = {}
             for name in names:
                 device = _stream(nbytes, l2, shares[name], 2.5 if name.startswith("triton") else 2.0)
