@@ -214,7 +214,7 @@ def test_rowsum_add_targets_name_their_operator_and_evaluate(site, tmp_path) -> 
     html = (site / "rowsum_add.html").read_text()
     assert _status(html, "target-copy-add-1x16777216-cold") == "met"  # 98% of the copy less the launch
     assert _status(html, "target-copy-rowsum-16x1048576-cold") == "missed"  # the wide row sum at 80%
-    assert "add 1×16777216 bf16 forward, cold L2, at least 95.0% of the copy bandwidth" in _words(html)
+    assert "vector add 1×16777216 bf16 forward, cold L2, at least 95.0% of the copy bandwidth" in _words(html)
     # Without the 16M add, its target has no data; the row sum's of the same run still evaluate.
     doc = synthstudies.rowsum_add_doc(ROWS, "2026-12-01T00:00:00Z", add_sizes=(257, 4194305))
     out = _site(tmp_path, None, doc)
@@ -278,7 +278,7 @@ def test_matmul_page_states_targets_rates_and_evidence(mm_site) -> None:
     # The synthetic runs have GROUP_M 1 15% slower at 8192³: a resolved gap beyond GROUPING_NEUTRAL.
     assert _status(html, "grouping-order-neutral-beyond-l2") == "contradicted"
     words = _words(html)
-    assert "mm_bias_gelu 8192×8192×8192 bf16 forward faster than torch.addmm, then F.gelu(tanh)" in words
+    assert "bias + GELU epilogue 8192×8192×8192 bf16 forward faster than torch.addmm, then F.gelu(tanh)" in words
     assert "allow_bf16_reduced_precision_reduction = True" in words  # cuBLAS's setting, as the run recorded it
     assert "allow_tf32 = True (the setting in force for its tf32 cases)" in words
     assert "allow_tf32 = False (the setting in force for its fp32 cases)" in words
@@ -740,3 +740,29 @@ def test_matmul_eager_regret_names_the_eager_choice(tmp_path) -> None:
     assert _status(html, "dispatch-regret-studied") == "holds"
     assert _status(html, "dispatch-regret-studied-eager") == "contradicted"
     assert "where Triton, fixed tile forced ran 1.50× faster than the choice (autotuned)" in _words(html)
+
+
+def _card_evidence(html: str) -> list[str]:
+    card = re.search(r"<strong>Evidence\.</strong></p>\s*<ul>(.*?)</ul>", html, re.S)
+    assert card is not None
+    items = re.findall(r"<li>(.*?)</li>", card.group(1), re.S)
+    return [" ".join(htmllib.unescape(re.sub(r"<[^>]+>", " ", li)).split()) for li in items]
+
+
+def test_decision_card_evidence_says_what_each_number_is(mm_site, site) -> None:
+    """Every evidence line names its case's dtype and direction (forward or training step),
+    and every speedup it quotes carries the one verdict's word, so a tie or a loss quoted as
+    evidence reads as one."""
+    lines = [
+        *_card_evidence((mm_site / "matmul.html").read_text()),
+        *_card_evidence((site / "rmsnorm.html").read_text()),
+    ]
+    speedups = [line for line in lines if " over " in line]
+    assert speedups, lines
+    lines += _card_evidence((site / "rowsum_add.html").read_text())
+    for line in lines:
+        assert re.search(r"\b(bf16|fp16|fp32|tf32) (forward|training step)", line), line
+        assert not re.search(r"(?<!vector )\b(mm|mm_\w+|row_sum|add) \d", line), line  # the run files' operator names
+    for line in speedups:
+        quoted = re.findall(r"(\d[\d.,]*×) over [^(]+(?:\([^)]*\)[^(]*)*?\((faster|slower|unresolved)\)", line)
+        assert len(quoted) == line.count(" over "), line

@@ -953,6 +953,12 @@ REASONS = {
 
 PAGE = StudyPage(
     study="matmul",
+    op_words={
+        "mm": "",
+        "mm_bias": "bias epilogue",
+        "mm_bias_gelu": "bias + GELU epilogue",
+        "mm_residual": "residual epilogue",
+    },
     title="GEMM on Hopper",
     summary="a Triton matrix product (fixed tile, autotuned, persistent with TMA, warp-specialized in Gluon, split-K) "
     "against cuBLAS and "

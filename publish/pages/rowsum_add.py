@@ -402,6 +402,7 @@ def _after_residency(view: StudyView, found: list[CaseResult]) -> Markup:
 
 PAGE = StudyPage(
     study="rowsum_add",
+    op_words={"add": "vector add", "row_sum": "row sum"},
     title="Row sum and vector add",
     summary="the simplest memory-bound kernels, in block-size and plan variants against torch and torch.compile, "
     "warm and cold: when a warm win is only L2 residency",

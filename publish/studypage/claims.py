@@ -197,7 +197,7 @@ def _head(view: StudyView, t: Target, found: CaseResult | None) -> Markup:
     m = t.metric
     assert t.case is not None and not isinstance(m, EagerEverywhere)
     eager = getattr(m, "eager", False)
-    where = t.case.describe(found) + (f", {t.l2[0]} L2" if len(t.l2) == 1 else "")
+    where = t.case.describe(found, view.spec.op_words) + (f", {t.l2[0]} L2" if len(t.l2) == 1 else "")
     if isinstance(m, MetaAtMost):
         return sentence(
             "Recorded by the sweep, {where}, {v}: {what} at most {limit}.",
@@ -488,7 +488,7 @@ def _evidence(view: StudyView) -> list[Markup]:
                     "(device time)",
                     tflops=ours.tflops(),
                     pct=ours.pct_mm(),
-                    case=e.case.describe(c),
+                    case=e.case.describe(c, view.spec.op_words),
                     l2=e.l2,
                 )
             )
@@ -497,7 +497,7 @@ def _evidence(view: StudyView) -> list[Markup]:
                 sentence(
                     "{pct} of the copy bandwidth at {case}, {l2} L2 (device time)",
                     pct=ours.pct_copy(),
-                    case=e.case.describe(c),
+                    case=e.case.describe(c, view.spec.op_words),
                     l2=e.l2,
                 )
             )
@@ -505,11 +505,22 @@ def _evidence(view: StudyView) -> list[Markup]:
             found = [(p, x) for p in e.peers if (x := c.speedup(view.ours, p)) is not None]
             if not found or len(found) < len(e.peers):
                 continue
-            slots = {f"x{i}": x for i, (_, x) in enumerate(found)} | {
-                f"p{i}": view.label(p) for i, (p, _) in enumerate(found)
-            }
-            over = " and ".join(f"{{x{i}}} over {{p{i}}}" for i in range(len(found)))
-            out.append(sentence(over + " at {shape}, {l2} L2 (device time)", shape=c.shape, l2=e.l2, **slots))
+            # Each speedup carries the one verdict's word, so a tie or a loss quoted here reads
+            # as one, and the case says its dtype and direction (forward or training step).
+            slots = (
+                {f"x{i}": x for i, (_, x) in enumerate(found)}
+                | {f"p{i}": view.label(p) for i, (p, _) in enumerate(found)}
+                | {f"v{i}": VERDICT_WORDS[view.outcome(c, p)] for i, (p, _) in enumerate(found)}
+            )
+            over = ", ".join(f"{{x{i}}} over {{p{i}}} ({{v{i}}})" for i in range(len(found)))
+            out.append(
+                sentence(
+                    over + " at {case}, {l2} L2 (device time)",
+                    case=e.case.describe(c, view.spec.op_words),
+                    l2=e.l2,
+                    **slots,
+                )
+            )
     return out
 
 

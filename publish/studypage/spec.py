@@ -69,12 +69,18 @@ class Case:
         """The shape as a spec names it ("4096×50257"; "4096×4096×4096" with an inner dimension)."""
         return "×".join(str(d) for d in (self.rows, self.cols, *(v for _, v in self.more)))
 
-    def describe(self, found: CaseResult | None = None) -> str:
-        """ "4096×50257 bf16 forward": the shape as the data hold it when the case was found
-        (preceded by the operator, "add 1×16777216 bf16 forward", where the case names one)."""
+    def describe(self, found: CaseResult | None = None, op_words: Mapping[str, str] | None = None) -> str:
+        """ "4096×50257 bf16 forward": the shape as the data hold it when the case was found,
+        preceded by the operator in the page's words where the case names one ("vector add
+        1×16777216 bf16 forward"; ``op_words`` maps the run files' operator names to them,
+        and an operator it maps to "" is the page's plain one)."""
         shape = found.shape if found is not None else self.shape
         dtype = found.params["dtype"] if found is not None else self.dtype
-        op = "" if self.op is None else f"{found.params['op'] if found is not None else self.op} "
+        op = ""
+        if self.op is not None:
+            name = str(found.params["op"] if found is not None else self.op)
+            words = (op_words or {}).get(name, name)
+            op = f"{words} " if words else ""
         return f"{op}{shape} {dtype} {DIRECTION_WORDS.get(self.direction, self.direction)}"
 
 
@@ -307,6 +313,9 @@ class StudyPage:
     # Why ours lost a resolved device-time case to ``peer``: a key of ``reasons`` or None.
     explain: Callable[[CaseResult, str], str | None] | None = None
     reasons: Mapping[str, Reason] = field(default_factory=dict)  # added to (or replacing) the generic ones
+    # The run files' operator names in the page's words, where a case names its operator
+    # ("row_sum": "row sum"; "" for the page's plain operator).
+    op_words: Mapping[str, str] = field(default_factory=dict)
     close: Num = CLOSE
     headline: Headline | None = None
     extra: Callable[[StudyView], dict[str, Any]] | None = None  # study-specific context (its own tables)
