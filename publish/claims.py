@@ -35,12 +35,28 @@ class Claim:
     kind: Literal["observation", "target"] = "observation"
     evidence: Markup = field(default_factory=Markup)  # what the condition looked at
     no_data: bool = False  # a target whose case no run in force measured (``holds`` is then False)
+    # What an observation that the data can contradict expects, in our words: "holds" and
+    # "contradicted" are said of it, and the text is what was measured.
+    hypothesis: str = ""
 
     @property
     def status(self) -> str:
         if self.kind == "target":
             return "no data" if self.no_data else "met" if self.holds else "missed"
         return "holds" if self.holds else "contradicted"
+
+    @property
+    def stated(self) -> Markup:
+        """The text a reader sees: an observation's hypothesis first (what "holds" and
+        "contradicted" are said of), then what was measured."""
+        if not self.hypothesis:
+            return self.text
+        return (
+            Markup('<span class="lab-hypothesis">')
+            + sentence("Expected: {h}.", h=self.hypothesis)
+            + Markup("</span> Measured: ")
+            + self.text
+        )
 
     @property
     def css(self) -> str:

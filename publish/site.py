@@ -73,7 +73,7 @@ class BuildReport:
         for page, c in self.no_data:
             out.append(f"target with no data on {page}: {c.id}: {_plain(c.text)}")
         for page, c in self.contradicted:
-            out.append(f"CLAIM CONTRADICTED on {page}: {c.id}: {_plain(c.text)} [evidence: {_plain(c.evidence)}]")
+            out.append(f"CLAIM CONTRADICTED on {page}: {c.id}: {_plain(c.stated)} [evidence: {_plain(c.evidence)}]")
         return out
 
 

@@ -690,3 +690,45 @@ def test_the_odd_row_lead_in_the_gemm_prose_is_the_tables_range(stored_site) -> 
                 ratios.append(row["cells"]["cublas"]["value"])
     assert len(ratios) >= 4
     assert (f"{found[1]}×", f"{found[2]}×") == (FORMATS["x"](min(ratios)), FORMATS["x"](max(ratios)))
+
+
+def test_every_observation_the_data_can_contradict_states_its_hypothesis() -> None:
+    """ "Contradicted" must say of what: every observation whose status the data decide (its
+    ``holds`` is not the constant True) is built with a hypothesis, and every
+    :func:`publish.studypage.claims.pairwise` call passes one.  Read from the source, so a
+    claim that no synthetic run contradicts is checked as well."""
+    import ast
+
+    missing = []
+    for path in sorted((ROOT / "publish").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call) or getattr(node.func, "id", None) not in ("Claim", "pairwise"):
+                continue
+            kw = {k.arg: k.value for k in node.keywords}
+            if node.func.id == "Claim":  # type: ignore[attr-defined]
+                holds = node.args[2] if len(node.args) > 2 else kw.get("holds")
+                kind = node.args[3] if len(node.args) > 3 else kw.get("kind")
+                if isinstance(kind, ast.Constant) and kind.value == "target":
+                    continue
+                if isinstance(holds, ast.Constant) and holds.value is True:
+                    continue
+            if "hypothesis" not in kw:
+                missing.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert missing == []
+
+
+def test_a_contradicted_observation_reads_as_its_hypothesis_then_the_measurement(tmp_path) -> None:
+    """On the page, the hypothesis comes first and the measurement after it, both visible."""
+    root = synthruns.project(tmp_path)
+    doc = synthruns.softmax_doc("softmax-20261201T000000Z-aaaaaaa", "2026-12-01T00:00:00Z")
+    synthruns.write(root, doc)
+    build(root, tmp_path / "site")
+    html = (tmp_path / "site" / "softmax.html").read_text()
+    claim = re.search(r'id="claim-quack-refuses-unaligned"[^>]*>(.*?)</div>', html, re.S)
+    assert claim is not None
+    said = _text(claim.group(1))
+    assert re.match(
+        r"holds Expected: QuACK refuses rows whose width is not a multiple of 16 bytes, and only those\. "
+        r"Measured: QuACK declined \d+ of the \d+ cases",
+        said,
+    ), said

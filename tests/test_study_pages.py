@@ -251,7 +251,7 @@ def test_grouping_observation_holds_only_while_no_order_resolves_a_wide_gap(tmp_
     html = (_site(tmp_path, doc) / "matmul.html").read_text()
     assert _status(html, "grouping-order-neutral-beyond-l2") == status
     words = _words(html)
-    assert "Against row-major order (GROUP_M 1) with the same tile, GROUP_M 4, 8, 16 were faster in" in words
+    assert "against row-major order (GROUP_M 1) with the same tile, GROUP_M 4, 8, 16 were faster in" in words
 
 
 def test_grouping_observation_ignores_a_wide_gap_within_the_noise(tmp_path) -> None:

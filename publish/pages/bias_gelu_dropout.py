@@ -92,6 +92,8 @@ def dropped_observations(view: StudyView) -> list[Claim]:
                 n=Num(len(found), "count"),
             ),
             not outside,
+            hypothesis="our dropped share is a plausible draw at every forward case: the set probability lies inside "
+            "the exact interval of the share each case dropped",
             evidence=cases_evidence("outside the interval", outside),
         )
     ]

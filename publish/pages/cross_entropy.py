@@ -125,8 +125,9 @@ def time_for_memory(view: StudyView) -> list[Claim]:
                 "time-for-memory",
                 sentence(
                     "Device time (graph replay), training step: neither of our modes (the gradient into a new buffer "
-                    "or over the logits) lost a comparison with another library's kernel ({peers}) in the {n} cases "
-                    "measured, so there is no time-for-memory trade to report (the losses table also holds the "
+                    "or over the logits) lost a comparison with another library's kernel ({peers}) in the {n} "
+                    + ("case" if len(compared) == 1 else "cases")
+                    + " measured, so there is no time-for-memory trade to report (the losses table also holds the "
                     "two modes against each other).",
                     n=Num(len(compared), "count"),
                     peers=", ".join(view.label(p) for p in OTHERS),
@@ -137,8 +138,8 @@ def time_for_memory(view: StudyView) -> list[Claim]:
     lower = [(c, o, p) for c, o, p in measured if peak(c.variants[o]) < peak(c.variants[p])]  # type: ignore[operator]
     not_lower = [(c, o, p) for c, o, p in measured if (c, o, p) not in lower]
     text = sentence(
-        "Device time (graph replay), training step: where ours lost on time (by the verdict), it held less memory: in "
-        "{k} of the {n} comparisons it lost with both peaks recorded, its peak was the lower one",
+        "Device time (graph replay), training step: in {k} of the {n} comparisons ours lost on time (by the verdict) "
+        "with both peaks recorded, its peak was the lower one",
         k=Num(len(lower), "count"),
         n=Num(len(measured), "count"),
     )
@@ -162,6 +163,7 @@ def time_for_memory(view: StudyView) -> list[Claim]:
             "time-for-memory",
             text,
             bool(measured) and not not_lower,
+            hypothesis="where ours loses a training step on time, it holds less memory than the peer that won",
             evidence=cases_evidence("ours lost on time without saving memory", [f[0] for f in not_lower]),
         )
     ]
@@ -179,9 +181,10 @@ def inplace_observations(view: StudyView) -> list[Claim]:
         INPLACE,
         OURS,
         "Device time (graph replay), training step: writing the gradient over the logits beat writing it into a new "
-        "buffer in {k} of {n} cases and lost {l} ({u} within the noise; the widest gap {x}, {case}): the memory "
-        "saving costs no time.",
+        "buffer in {k} of {n} cases and lost {l} ({u} within the noise; the widest gap {x}, {case}).",
         lambda won, lost, n: lost == 0,
+        hypothesis="writing the gradient over the logits saves their size in memory and costs no time: it loses no "
+        "training step to a new buffer",
     )
     liger = pairwise(
         view,
@@ -192,6 +195,8 @@ def inplace_observations(view: StudyView) -> list[Claim]:
         "Device time (graph replay), training step, both writing the gradient over the logits: ours beat Liger-Kernel "
         "in {k} of {n} cases and lost {l} ({u} within the noise; up to {x}, {case}).",
         lambda won, lost, n: lost == 0,
+        hypothesis="with the same memory plan as Liger-Kernel (the gradient over the logits), ours loses no training "
+        "step to it",
     )
     out += [c for c in (cost, liger) if c is not None]
     recorded = [(c, m) for c in steps if (m := c.variants.get(INPLACE)) is not None and peak(m) is not None]
@@ -202,12 +207,14 @@ def inplace_observations(view: StudyView) -> list[Claim]:
                 "inplace-memory-everywhere",
                 sentence(
                     "Recorded by the sweep: in place, the step's peak stayed within the logits plus {b} bytes per "
-                    "token in {k} of the {n} training steps whose peak was recorded: no second [N, V] tensor.",
+                    "token in {k} of the {n} training steps whose peak was recorded.",
                     b=Num(PER_TOKEN, "int"),
                     k=Num(len(recorded) - len(over), "count"),
                     n=Num(len(recorded), "count"),
                 ),
                 not over,
+                hypothesis="in place, a training step holds no second [N, V] tensor: its peak stays within the logits "
+                "plus a bound per token",
                 evidence=cases_evidence("over the bound", over),
             )
         )

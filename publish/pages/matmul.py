@@ -611,12 +611,18 @@ def fast_path(view: StudyView) -> list[Claim]:
         )
     if not parts:
         return []
-    text = sentence(
-        "Device time (graph replay), cold L2, bf16 forward: the fastest Triton variant issues Hopper's warpgroup "
-        "matrix instruction (HGMMA, wgmma in PTX) and not the older warp-level HMMA (mma.sync): "
-    )
+    text = sentence("Device time (graph replay), cold L2, bf16 forward: ")
     text += sentence("; ").join(parts) + sentence(".")
-    return [Claim("fast-uses-wgmma", text, holds, evidence=cases_evidence("fastest not on wgmma", against))]
+    return [
+        Claim(
+            "fast-uses-wgmma",
+            text,
+            holds,
+            hypothesis="the fastest Triton variant issues Hopper's warpgroup matrix instruction (HGMMA, wgmma in PTX), "
+            "not the older warp-level HMMA (mma.sync)",
+            evidence=cases_evidence("fastest not on wgmma", against),
+        )
+    ]
 
 
 # The widest resolved gap between a grouped order and row-major order that still counts as
@@ -660,8 +666,8 @@ def grouping_observation(view: StudyView) -> list[Claim]:
         else "{l} of {n} comparisons: every one was within the noise, so none resolved a gap beyond {bound}"
     )
     text = sentence(
-        "Device time (graph replay): where A and B together exceed the L2, the order of the tiles changed little. "
-        "Against row-major order (GROUP_M 1) with the same tile, GROUP_M {groups} were faster in {k} and slower in "
+        "Device time (graph replay): where A and B together exceed the L2, against row-major order (GROUP_M 1) "
+        "with the same tile, GROUP_M {groups} were faster in {k} and slower in "
         + counts
         + "; the widest gap is {x} ({label} at {case}). Our first version of this claim predicted that grouping "
         "pays here; the runs say it does not, for this persistent kernel.",
@@ -680,6 +686,8 @@ def grouping_observation(view: StudyView) -> list[Claim]:
             "grouping-order-neutral-beyond-l2",
             text,
             not wide,
+            hypothesis="where A and B together exceed the L2, the order of the tiles changes little: no grouped order "
+            "resolves a gap beyond the bound against row-major order",
             evidence=cases_evidence(
                 "a resolved gap beyond the bound", sorted({c.case_id: c for c in wide}.values(), key=_order)
             ),
@@ -783,7 +791,13 @@ def _regret_claim(view: StudyView, rs: RegretSet, found: tuple[str, CaseResult],
         )
     text += sentence(".")
     claim_id = "dispatch-regret-" + ("held-out" if rs.held_out else "studied") + ("-eager" if eager else "")
-    return Claim(claim_id, text, not over, evidence=cases_evidence("regret over the line", over))
+    return Claim(
+        claim_id,
+        text,
+        not over,
+        hypothesis="the dispatch's choice costs no resolved regret over the line against the fastest forced variant",
+        evidence=cases_evidence("regret over the line", over),
+    )
 
 
 def regret_summary(view: StudyView) -> dict[str, Any] | None:

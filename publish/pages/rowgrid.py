@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from markupsafe import Markup
+
 from publish.charts import Chart, heatmap
 from publish.claims import Claim, sentence
 from publish.numbers import Num, Source, definition
@@ -427,7 +429,10 @@ def observations(a: Analysis) -> list[Claim]:
                     run=run.run_id,
                 ),
                 not differ,
-                evidence=sentence("differs at {cells}", cells=", ".join(c.case.case_id for c in differ[:8])),
+                hypothesis="the site's planner reproduces, in every cell, the plan the kernel ran",
+                evidence=sentence("differs at {cells}", cells=", ".join(c.case.case_id for c in differ[:8]))
+                if differ
+                else Markup(""),
             )
         )
     one = []

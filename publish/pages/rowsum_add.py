@@ -377,12 +377,13 @@ def block_observations(view: StudyView) -> list[Claim]:
             "default-block-holds",
             sentence(
                 "Device time (graph replay): with cold L2, {ours} was beaten by another block size in {k} of the {n} "
-                "add cases (every other difference is a win or unresolved).",
+                "add cases; in the others every block was slower or within the noise.",
                 ours=_label(cases, OURS),
                 k=Num(len(beaten), "count"),
                 n=Num(len(cases), "count"),
             ),
             not beaten,
+            hypothesis="the default block is the add's best: no other block size beats it with cold L2",
             evidence=cases_evidence("another block faster", beaten),
         )
     ]

@@ -214,6 +214,7 @@ def planner_current(view: StudyView) -> list[Claim]:
                 n=Num(checked, "count"),
             ),
             not stale,
+            hypothesis="every plan our column timed is the one the shipped planner picks today",
             evidence=sentence("Earlier choices: {cases}", cases=listed) if stale else Markup(""),
         )
     ]
@@ -231,10 +232,11 @@ def plan_observations(view: StudyView) -> list[Claim]:
             [c for c in with_split if c.params["rows"] < int(c.run.env["gpu"]["sm_count"])],
             "triton-split",
             "triton-looped",
-            "Device time (graph replay): splitting a row across programs pays when rows are fewer than the SMs: the "
-            "split plan beat the looped plan in {k} of {n} such cases and lost none (the rest within the noise), by "
-            "up to {x} ({case}).",
+            "Device time (graph replay): with fewer rows than SMs, the split plan beat the looped plan in {k} of "
+            "{n} cases and lost {l} ({u} within the noise), by up to {x} ({case}).",
             lambda won, lost, n: lost == 0 and won >= 0.75 * n,
+            hypothesis="splitting a row across programs pays when rows are fewer than the SMs: the split plan beats "
+            "the looped one in at least three in four such cases and loses none",
         ),
         pairwise(
             view,
@@ -242,10 +244,11 @@ def plan_observations(view: StudyView) -> list[Claim]:
             [c for c in with_one if c.params["dtype"] != "fp32"],
             "triton-split",
             "triton-split-1launch",
-            "Device time (graph replay), a negative result: the one-launch split was slower than the two-launch "
-            "split in {k} of {n} bf16 and fp16 wide cases (at least four in five), faster in {l} and unresolved in "
-            "{u}; the widest gap {x} ({case}).",
+            "Device time (graph replay): the one-launch split was slower than the two-launch split in {k} of {n} "
+            "bf16 and fp16 wide cases, faster in {l} and unresolved in {u}; the widest gap {x} ({case}).",
             lambda won, lost, n: won >= 0.8 * n and lost <= 0.1 * n,
+            hypothesis="a negative result: in bf16 and fp16, the one-launch split is slower than the two-launch split "
+            "in at least four in five wide cases, and faster in at most one in ten",
         ),
         pairwise(
             view,
@@ -253,9 +256,10 @@ def plan_observations(view: StudyView) -> list[Claim]:
             [c for c in with_one if c.params["dtype"] == "fp32"],
             "triton-split-1launch",
             "triton-split",
-            "Device time (graph replay): in fp32, where a 4096-wide chunk is twice the bytes, the one-launch split won "
-            "{k} of {n} cases (best {x} at {case}).",
+            "Device time (graph replay): in fp32 the one-launch split beat the two-launch split in {k} of {n} cases "
+            "and lost {l} ({u} within the noise; its best {x}, {case}).",
             lambda won, lost, n: won > 0,
+            hypothesis="in fp32, where a 4096-wide chunk is twice the bytes, the one-launch split wins somewhere",
         ),
     ]
     return [c for c in claims if c is not None]
@@ -301,8 +305,8 @@ def liger_observations(view: StudyView) -> list[Claim]:
             Claim(
                 "liger-refuses-wide",
                 sentence(
-                    "Liger-Kernel refuses rows wider than {widest} elements: it declined {r} of {w} such cases and "
-                    "{rn} of {n} narrower ones. Its message: \u201c{msg}\u201d",
+                    "It declined {r} of the {w} cases wider than {widest} elements and {rn} of the {n} narrower ones. "
+                    "Its message: \u201c{msg}\u201d",
                     widest=str(LIGER_WIDEST),
                     r=Num(len(refused_wide), "count"),
                     w=Num(len(wide), "count"),
@@ -311,6 +315,7 @@ def liger_observations(view: StudyView) -> list[Claim]:
                     msg=example[:160],
                 ),
                 len(refused_wide) == len(wide) and not refused_narrow,
+                hypothesis=f"Liger-Kernel refuses rows wider than {LIGER_WIDEST} elements, and only those",
                 evidence=cases_evidence("accepted though wide", [c for c in wide if c not in refused_wide])
                 + cases_evidence("refused though narrow", refused_narrow),
             )
@@ -323,7 +328,7 @@ def liger_observations(view: StudyView) -> list[Claim]:
             Claim(
                 "liger-bf16-backward-accuracy",
                 sentence(
-                    "Liger-Kernel failed our float64 check in {k} cases, all in the backward: at {case} its input "
+                    "Liger-Kernel failed our float64 check in {k} cases: at {case} its input "
                     "gradient had a relative L2 error of {theirs} against our {ours} (tolerance {tol}); its "
                     "backward multiplies and sums y and dy in bf16 (liger_kernel/ops/softmax.py, release 0.8.5; "
                     "Triton's tl.sum keeps the input type). These cases show no Liger time.",
@@ -334,6 +339,7 @@ def liger_observations(view: StudyView) -> list[Claim]:
                     tol=Num(lig.raw["check"]["tolerance"], "relerr", (lig.source("check"),)),
                 ),
                 all(c.params["direction"] == "fwd+bwd" for c in failed),
+                hypothesis="where Liger-Kernel fails our float64 check, it fails in the backward, never the forward",
                 evidence=cases_evidence("failed in the forward", [c for c in failed if c.params["direction"] == "fwd"]),
             )
         )
@@ -350,14 +356,19 @@ def dram_bound_observations(view: StudyView) -> list[Claim]:
         Claim(
             "dram-bound-tie",
             sentence(
-                "Device time (graph replay): at the DRAM-bound {shape} both fused kernels sit at the copy "
-                "bandwidth: ours {a}, Liger {b}; the speedup {x} is a tie, not a win.",
+                "Device time (graph replay): at {shape}, ours ran at {a} of the copy bandwidth, Liger at {b}; the "
+                "speedup {x} is {verdict}.",
                 shape=big.shape,
                 a=big.get(OURS).pct_copy(),  # type: ignore[union-attr]
                 b=big.get("liger").pct_copy(),  # type: ignore[union-attr]
                 x=big.speedup(OURS, "liger"),  # type: ignore[arg-type]
+                verdict={"unresolved": "a tie, not a win", "win": "a win", "loss": "a loss"}.get(
+                    str(view.outcome(big, "liger")), "not compared"
+                ),
             ),
             view.outcome(big, "liger") == "unresolved",
+            hypothesis="at the DRAM-bound shape both fused kernels sit at the copy bandwidth, so the comparison is a "
+            "tie",
         )
     ]
     eager = big.speedup(OURS, "eager")
@@ -366,13 +377,15 @@ def dram_bound_observations(view: StudyView) -> list[Claim]:
             Claim(
                 "fusion-vs-eager",
                 sentence(
-                    "Device time (graph replay): fusion is the first-order effect: the unfused composition "
-                    "(upcast, max, subtract, exp, sum, divide) took {x} as long as ours at {shape} {dtype}.",
+                    "Device time (graph replay): the unfused composition (upcast, max, subtract, exp, sum, divide) "
+                    "took {x} as long as ours at {shape} {dtype}.",
                     x=eager,
                     shape=big.shape,
                     dtype=big.params["dtype"],
                 ),
                 eager.value > 5 and view.outcome(big, "eager") == "win",
+                hypothesis="fusion is the first-order effect: the unfused composition takes more than five times as "
+                "long as ours at the DRAM-bound shape",
             )
         )
     return out
@@ -406,14 +419,15 @@ def quack_observations(view: StudyView) -> list[Claim]:
         Claim(
             "quack-refuses-unaligned",
             sentence(
-                "QuACK refuses rows whose width is not a multiple of 16 bytes: it declined {r} of the {u} such cases "
-                "and {o} of the {a} others.",
+                "QuACK declined {r} of the {u} cases whose row is not a multiple of 16 bytes and {o} of the {a} "
+                "others.",
                 r=Num(len([c for c in refused if c in unaligned]), "count"),
                 u=Num(len(unaligned), "count"),
                 o=Num(len([c for c in refused if c not in unaligned]), "count"),
                 a=Num(len(ran) - len(unaligned), "count"),
             ),
             all(c in refused for c in unaligned) and all(c in unaligned for c in refused),
+            hypothesis="QuACK refuses rows whose width is not a multiple of 16 bytes, and only those",
             evidence=cases_evidence("refused though aligned", [c for c in refused if c not in unaligned])
             + cases_evidence("accepted though unaligned", [c for c in unaligned if c not in refused]),
         )

@@ -144,13 +144,14 @@ def compile_observations(view: StudyView) -> list[Claim]:
             "compiles-per-batch",
             sentence(
                 "Over {n} shapes ({w} hidden sizes, each at every batch size), every size constexpr compiled "
-                "{a} kernels, one per new shape; model-fixed sizes compiled {b}, one per hidden size.",
+                "{a} kernels and model-fixed sizes {b}.",
                 n=Num(batches, "count", src),
                 w=Num(widths, "count", src),
                 a=Num(everything, "count", src),
                 b=Num(ours, "count", src),
             ),
             everything >= batches and ours <= widths,
+            hypothesis="every size constexpr compiles a kernel per new shape, model-fixed sizes one per hidden size",
         )
     ]
 
@@ -166,9 +167,10 @@ def speed_observations(view: StudyView) -> list[Claim]:
         "spec-all_constexpr",
         OURS,
         "Device time (graph replay): a compile-time row count beat the runtime one in {k} of {n} cases and lost {l} "
-        "({u} within the noise; the widest gap {x}, {case}): knowing the batch size buys nothing worth a "
-        "compilation per batch size.",
+        "({u} within the noise; the widest gap {x}, {case}).",
         lambda won, lost, n: won == 0,
+        hypothesis="knowing the batch size buys nothing worth a compilation per batch size: a compile-time row count "
+        "never beats the runtime one",
     )
     width_const = pairwise(
         view,
@@ -177,8 +179,10 @@ def speed_observations(view: StudyView) -> list[Claim]:
         OURS,
         "spec-all_runtime",
         "Device time (graph replay): a compile-time width beat the every-size-runtime kernel in {k} of {n} cases and "
-        "lost {l} ({u} within the noise; up to {x}, {case}): the hidden size is worth its one compilation.",
+        "lost {l} ({u} within the noise; up to {x}, {case}).",
         lambda won, lost, n: lost == 0 and won >= n / 2,
+        hypothesis="the hidden size is worth its one compilation: a compile-time width never loses to the "
+        "every-size-runtime kernel and wins in at least half the cases",
     )
     out += [c for c in (rows_const, width_const) if c is not None]
     with_spills = [c for c in cases if any((m := c.get(mode)) is not None and "spills" in m.meta for mode in MODES)]
@@ -187,8 +191,13 @@ def speed_observations(view: StudyView) -> list[Claim]:
         out.append(
             Claim(
                 "no-spills",
-                sentence("No mode's kernel spilled registers at any shape the runs compiled."),
+                sentence(
+                    "Kernels of {n} cases recorded their spills; {k} of them spilled.",
+                    n=Num(len(with_spills), "count"),
+                    k=Num(len(spilled), "count"),
+                ),
                 not spilled,
+                hypothesis="no mode's kernel spills registers at any shape the runs compiled",
                 evidence=cases_evidence("spilled", spilled),
             )
         )

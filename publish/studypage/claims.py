@@ -351,10 +351,13 @@ def pairwise(
     slow: str,
     text: str,
     holds: Callable[[int, int, int], bool],
+    *,
+    hypothesis: str,
 ) -> Claim | None:
     """A claim that variant ``fast`` beats ``slow`` over ``cases``, counted by the one verdict:
     ``text`` has the slots {k} (wins of ``fast``), {l} (its losses), {u} (unresolved), {n},
-    and {x} and {case} for the widest gap; ``holds(wins, losses, n)``."""
+    and {x} and {case} for the widest gap; ``holds(wins, losses, n)`` decides whether
+    ``hypothesis`` (what the page expects, in words) holds."""
     outcomes = {c.case_id: o for c in cases if (o := view.outcome(c, slow, fast)) is not None}
     if not outcomes:
         return None
@@ -374,7 +377,8 @@ def pairwise(
             case=best.case_id,
         ),
         holds(len(wins), len(losses), len(compared)),
-        evidence=cases_evidence(f"{slow} was faster", losses)
+        hypothesis=hypothesis,
+        evidence=cases_evidence(f"{view.label(slow)} was faster", losses)
         + cases_evidence("unresolved", [c for c in compared if c not in wins + losses]),
     )
 
