@@ -171,6 +171,17 @@ def dots(
     bottom = min(finite, default=1.0)
     placed = [0] * len(categories)  # missing marks already placed in each category
     labelled = len(categories) <= LABELLED_MARKS
+    said: set[tuple[int, str, str]] = set()  # (category, colour, label) already written
+
+    def label(j: int, colour: str, text: str, prev: dict[int, str]) -> str:
+        """A missing mark's label, written once: not again in a category where a series of
+        the same colour (a variant's device and eager series) already says it, and not
+        for each of a run of categories where this series says the same (the hover still
+        says why at every mark)."""
+        if not labelled or (j, colour, text) in said or prev.get(j - 1) == text:
+            return ""
+        said.add((j, colour, text))
+        return text
 
     def foot(j: int) -> float:
         """Where a missing mark goes: under the data, one step lower for each mark already
@@ -215,6 +226,7 @@ def dots(
                                 "thickness": 1.2, "color": colour}  # fmt: skip
         data.append(trace)
         gone = [(j, p) for j, p in enumerate(points) if isinstance(p, Text)]
+        prev = {j: p.text for j, p in gone}
         if gone:
             data.append(
                 {
@@ -224,7 +236,7 @@ def dots(
                     "showlegend": False,
                     "x": [categories[j] for j, _ in gone],
                     "y": [foot(j) for j, _ in gone],
-                    "text": [p.text if labelled else "" for _, p in gone],
+                    "text": [label(j, colour, p.text, prev) for j, p in gone],
                     "textposition": "top center",
                     "textfont": {"size": 10, "color": colour},
                     "marker": {

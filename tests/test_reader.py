@@ -61,12 +61,24 @@ def test_no_bars_on_a_log_axis_and_no_blank_where_a_value_is_missing(sites) -> N
             keyed = any(a.get("text") == NO_TIME_KEY for a in fig["layout"].get("annotations", []))
             unlabelled = len(categories) > LABELLED_MARKS
             assert keyed == (unlabelled and any(t.get("showlegend") is False for t in fig["data"])), where
+            said: set[tuple[str, str, str]] = set()  # (category, colour, label) written so far
             for t in fig["data"]:
                 if t.get("showlegend") is False:  # the marks of missing values
-                    if keyed:
-                        assert all(why.startswith("no time: ") and len(why) > 9 for why in t["customdata"]), where
-                    else:
-                        assert all(label.strip() for label in t["text"]), where
+                    assert all(why.startswith("no time: ") and len(why) > 9 for why in t["customdata"]), where
+                    if not keyed:
+                        # A mark unlabelled only where its label is already written: by the
+                        # previous category of its series, or in its category by a series of
+                        # its colour (a variant's device and eager series).
+                        colour = t["marker"]["color"]
+                        whys = [why.removeprefix("no time: ").split(" (")[0] for why in t["customdata"]]
+                        for j, (x, label) in enumerate(zip(t["x"], t["text"], strict=True)):
+                            if label.strip():
+                                assert label == whys[j], where
+                                said.add((x, colour, label))
+                                continue
+                            run_on = j > 0 and whys[j - 1] == whys[j] and categories.index(t["x"][j - 1]) == (
+                                categories.index(x) - 1)  # fmt: skip
+                            assert run_on or (x, colour, whys[j]) in said, f"{where}: {t['name']} at {x}"
                     marks.setdefault(t["legendgroup"], set()).update(t["x"])
             for t in fig["data"]:
                 if t.get("showlegend") is False:
@@ -169,3 +181,51 @@ def test_a_ceiling_line_says_which_runs_it_stands_for() -> None:
     many = [case("a", 732.0), case("b", 787.0), case("c", 760.0), case("b", 787.0)]
     label, value = ceiling(many, "rate", "TFLOP/s", lambda r: r.mm_peak)
     assert value == 760.0 and label == "rate: median 760 TFLOP/s over the 3 runs of these points (732-787)"
+
+
+def test_a_missing_label_is_written_once_where_it_would_repeat() -> None:
+    """Two series of one colour (a variant's device and eager call) missing in one category
+    write the reason once; a run of categories where one series says the same writes it at
+    the first; a different reason, or a gap in the run, is written again."""
+    src = (Source("run-a", "case", "v", "median"),)
+    n = Num(5.0, "us", src)
+    absent = Text("not installed", "QuACK is not installed")
+    fig = dots(
+        "c",
+        "t",
+        ["a", "b", "c", "d", "e"],
+        [
+            ("QuACK, device", [absent, absent, n, absent, Text("refused", "odd width")]),
+            ("QuACK, eager call", [absent, n, n, absent, n]),
+            ("Liger, device", [absent, n, n, n, n]),
+        ],
+        "µs",
+        log_y=True,
+        styles=[{"color": "#111111"}, {"color": "#111111", "symbol": "circle-open"}, {"color": "#222222"}],
+    ).figure
+    marks = {t["name"]: t for t in fig["data"] if t.get("showlegend") is False}
+    assert marks["QuACK, device: no time"]["text"] == ["not installed", "", "not installed", "refused"]
+    assert marks["QuACK, eager call: no time"]["text"] == ["", ""]  # said by the device series, same colour
+    assert marks["Liger, device: no time"]["text"] == ["not installed"]  # another colour says it again
+    assert all(why.startswith("no time: ") for t in marks.values() for why in t["customdata"])
+
+
+def test_a_variant_keeps_its_colour_on_every_chart_of_a_page(sites) -> None:
+    """The shared charts of a comparison page (speedups, TFLOP/s, bandwidth, device against
+    eager) colour a variant the same wherever it appears, whichever others a chart shows."""
+    shared = re.compile(r"-(speedup|eager-chart|tflops-\w+|bw-\w+)$")
+    checked = 0
+    for site in sites:
+        for name in PAGES:
+            colours: dict[str, set[str]] = {}
+            for where, fig in _charts(site):
+                if not where.startswith(name + "#") or not shared.search(where):
+                    continue
+                for t in fig["data"]:
+                    if t.get("showlegend") is False:
+                        continue
+                    variant = re.sub(r", (device|eager call)$", "", t["name"])
+                    colours.setdefault(variant, set()).add(t["marker"]["color"])
+            checked += sum(len(c) > 0 for c in colours.values())
+            assert {v: c for v, c in colours.items() if len(c) > 1} == {}, name
+    assert checked >= 10

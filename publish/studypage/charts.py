@@ -27,6 +27,15 @@ from publish.studypage.spec import (
 from publish.tables import Text
 
 
+def colour(view: StudyView, variant: str) -> str:
+    """One colour per variant on every chart of a page, whichever of them a chart shows:
+    ours first, the peers in column order, then the page's other variants by name."""
+    order = [view.ours, *view.peers]
+    if variant not in order:
+        order += sorted({v for c in view.results.cases.values() for v in c.variants} - set(order))
+    return PALETTE[order.index(variant) % len(PALETTE)]
+
+
 def _point(c: CaseResult, variant: str, value: Callable[[Measurement], Num]) -> Num | Text:
     m = c.get(variant)
     return value(m) if m is not None else missing(c, variant)
@@ -66,6 +75,7 @@ def speedups(view: StudyView, spec: Speedups) -> Chart | None:
         ratio_ticks=True,
         ref=("1.00×: the same time", 1.0),
         intervals=intervals,
+        styles=[{"color": colour(view, p)} for p in peers],
     )
 
 
@@ -101,6 +111,7 @@ def throughput(view: StudyView, spec: Throughput) -> Chart | None:
         "TFLOP/s (flops counted from the problem; log scale)",
         log_y=True,
         ref=ceiling(cases, "cuBLAS bf16 matrix rate", "TFLOP/s", lambda r: r.mm_peak),
+        styles=[{"color": colour(view, v)} for v in variants],
     )
 
 
@@ -118,6 +129,7 @@ def bandwidth(view: StudyView, spec: Bandwidth) -> Chart | None:
         "GB/s (bytes counted from the problem; log scale)",
         log_y=True,  # latency-bound shapes move a few GB/s, the large ones thousands: both readable
         ref=ceiling(cases, "device copy", "GB/s", lambda r: r.copy_peak),
+        styles=[{"color": colour(view, v)} for v in variants],
     )
 
 
@@ -128,13 +140,13 @@ def device_vs_eager(view: StudyView, spec: DeviceVsEager) -> Chart | None:
     if not cases:
         return None
     series, styles = [], []
-    for i, v in enumerate(spec.variants):
+    for v in spec.variants:
         if not any(v in c.variants for c in cases):
             continue
-        colour = PALETTE[i % len(PALETTE)]
+        shade = colour(view, v)
         series.append((f"{view.label(v)}, device", [_point(c, v, Measurement.time) for c in cases]))
         series.append((f"{view.label(v)}, eager call", [_point(c.eager(), v, Measurement.time) for c in cases]))
-        styles += [{"color": colour}, {"color": colour, "symbol": "circle-open"}]
+        styles += [{"color": shade}, {"color": shade, "symbol": "circle-open"}]
     return dots(
         f"{view.study}-{slug(spec.direction)}-eager-chart",
         f"{_where(spec.direction, spec.dtype, spec.l2)}: {DEVICE_TIME} (filled) against the {EAGER_CALL} (open)",
@@ -161,7 +173,7 @@ def warm_cold(view: StudyView, spec: WarmCold) -> Chart | None:
         ("cold L2", [_point(c, view.ours, Measurement.gbps) for c in cold]),
         ("warm L2", [_point(w, view.ours, Measurement.gbps) if w is not None else Text("not run") for w in warm]),
     ]
-    peak = cold[0].run.copy_peak
+    line = ceiling(cold, "device copy", "GB/s", lambda r: r.copy_peak)
     return dots(
         f"{view.study}-warm-cold",
         f"Ours, {DIRECTION_TITLES.get(spec.direction, spec.direction).lower()}, {spec.dtype}: warm against cold L2 "
@@ -170,7 +182,7 @@ def warm_cold(view: StudyView, spec: WarmCold) -> Chart | None:
         series,
         "GB/s (log scale)",
         log_y=True,
-        ref=(f"device copy: {peak:,.0f} GB/s", peak),
+        ref=line,
     )
 
 
