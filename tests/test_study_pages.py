@@ -766,3 +766,27 @@ def test_decision_card_evidence_says_what_each_number_is(mm_site, site) -> None:
     for line in speedups:
         quoted = re.findall(r"(\d[\d.,]*×) over [^(]+(?:\([^)]*\)[^(]*)*?\((faster|slower|unresolved)\)", line)
         assert len(quoted) == line.count(" over "), line
+
+
+def test_near_the_same_bound_is_said_of_the_printed_ratio(tmp_path) -> None:
+    """Two resolved losses of about 2% read alike, "near the same bound", whatever the width
+    of their intervals: the label follows the speedup the table prints, not the interval's
+    far end (once 0.981× read "near the same bound" and 0.978× beside it did not)."""
+    doc = synthstudies.rmsnorm_doc(RMS, "2026-12-01T00:00:00Z")
+    # Paired rounds in step (a tight interval) and in opposite order (a wide one, still resolved).
+    wide = {"fwd/bf16/16384x4096/cold": (0.002, 1), "fwd/bf16/16384x4096/warm": (0.002, -1)}
+    for case in doc["cases"]:
+        if case["id"] in wide:
+            vs = case["variants"]
+            mine = sorted(vs["triton"]["samples_us"])[len(vs["triton"]["samples_us"]) // 2]
+            n = len(vs["triton"]["samples_us"])
+            step, order = wide[case["id"]]
+            vs["triton"]["samples_us"] = synthruns.spread(mine, n, step)
+            vs["liger"]["samples_us"] = synthruns.spread(mine * 0.978, n, step)[::order]
+    out = _site(tmp_path, doc, None)
+    lost = json.loads((out / "tables" / "rmsnorm-losses.json").read_text())
+    rows = {(r["cells"]["case"]["text"], r["cells"]["peer"]["text"]): r["cells"] for r in lost["rows"]}
+    for case in ("fwd/bf16/16384×4096/cold", "fwd/bf16/16384×4096/warm"):
+        cells = rows[(case, "Liger-Kernel")]
+        assert cells["ratio"]["text"].startswith("0.978"), cells["ratio"]
+        assert cells["why"]["text"] == "near the same bound", (case, cells["why"])

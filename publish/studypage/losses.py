@@ -78,11 +78,17 @@ def why(view: StudyView, c: CaseResult, peer: str, resolved: bool, close: bool, 
         device = c.ratio(peer, view.ours)
         if device is None or _gap(c, peer, view.ours) < 0.5 * _gap(c.eager(), peer, view.ours):
             return "few-calls" if _few_calls(c, peer, view.ours) else "host"
-        close = device.lo >= 1 - view.spec.close.value / 100
+        close = _within(view, device.value)
     if close:
         return "close"
     explained = view.spec.explain(c, peer) if view.spec.explain is not None else None
     return explained or "unexplained"
+
+
+def _within(view: StudyView, ratio: float) -> bool:
+    # "Near the same bound" is said of the ratio the table prints (the peer's median time over
+    # ours), so that two losses of one size read alike whatever their intervals' widths.
+    return ratio >= 1 - view.spec.close.value / 100
 
 
 def _few_calls(c: CaseResult, peer: str, ours: str) -> bool:
@@ -135,7 +141,7 @@ def losses_table(view: StudyView, *, eager: bool = False) -> tuple[Table, Table,
             ours, theirs = c.get(view.ours), c.get(peer)
             assert ours is not None and theirs is not None
             resolved = view.outcome(c, peer) == "loss"
-            key = why(view, case, peer, resolved, r.lo >= 1 - view.spec.close.value / 100, eager)
+            key = why(view, case, peer, resolved, _within(view, r.value), eager)
             used[key] = known[key]
             (lost if resolved else close).rows.append(
                 {
