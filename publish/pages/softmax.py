@@ -247,8 +247,8 @@ def plan_observations(view: StudyView) -> list[Claim]:
             "Device time (graph replay): the one-launch split was slower than the two-launch split in {k} of {n} "
             "bf16 and fp16 wide cases, faster in {l} and unresolved in {u}; the widest gap {x} ({case}).",
             lambda won, lost, n: won >= 0.8 * n and lost <= 0.1 * n,
-            hypothesis="a negative result: in bf16 and fp16, the one-launch split is slower than the two-launch split "
-            "in at least four in five wide cases, and faster in at most one in ten",
+            hypothesis="in bf16 and fp16, the one-launch split is slower than the two-launch split in at least four in "
+            "five wide cases, and faster in at most one in ten (a negative result)",
         ),
         pairwise(
             view,
@@ -305,7 +305,8 @@ def liger_observations(view: StudyView) -> list[Claim]:
             Claim(
                 "liger-refuses-wide",
                 sentence(
-                    "It declined {r} of the {w} cases wider than {widest} elements and {rn} of the {n} narrower ones. "
+                    "Liger-Kernel declined {r} of the {w} cases wider than {widest} elements and {rn} of the {n} "
+                    "narrower ones. "
                     "Its message: \u201c{msg}\u201d",
                     widest=str(LIGER_WIDEST),
                     r=Num(len(refused_wide), "count"),
