@@ -212,7 +212,8 @@ def test_a_missing_label_is_written_once_where_it_would_repeat() -> None:
 
 def test_a_variant_keeps_its_colour_on_every_chart_of_a_page(sites) -> None:
     """The shared charts of a comparison page (speedups, TFLOP/s, bandwidth, device against
-    eager) colour a variant the same wherever it appears, whichever others a chart shows."""
+    eager) mark a variant the same wherever it appears, whichever others a chart shows, and
+    no two variants alike (past the palette's colours, a variant takes another shape)."""
     shared = re.compile(r"-(speedup|eager-chart|tflops-\w+|bw-\w+)$")
     checked = 0
     for site in sites:
@@ -225,7 +226,11 @@ def test_a_variant_keeps_its_colour_on_every_chart_of_a_page(sites) -> None:
                     if t.get("showlegend") is False:
                         continue
                     variant = re.sub(r", (device|eager call)$", "", t["name"])
-                    colours.setdefault(variant, set()).add(t["marker"]["color"])
+                    marker = (t["marker"]["color"], t["marker"]["symbol"].removesuffix("-open"))
+                    colours.setdefault(variant, set()).add(marker)
             checked += sum(len(c) > 0 for c in colours.values())
             assert {v: c for v, c in colours.items() if len(c) > 1} == {}, name
+            # ... and no two variants of the page share a marker (colour and shape).
+            markers = [next(iter(c)) for c in colours.values()]
+            assert len(markers) == len(set(markers)), (name, colours)
     assert checked >= 10

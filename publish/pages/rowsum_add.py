@@ -15,7 +15,7 @@ from publish.charts import Chart, dots
 from publish.claims import Claim, sentence
 from publish.numbers import Num, definition
 from publish.results import CaseResult
-from publish.studypage.charts import ceiling
+from publish.studypage.charts import ceiling, style
 from publish.studypage.claims import eager_flips
 from publish.studypage.common import DEVICE_TIME, cases_evidence, l2_cell, missing, refusal
 from publish.studypage.spec import (
@@ -280,7 +280,7 @@ def residency_chart(op: str):  # type: ignore[no-untyped-def]
         pairs = [p for p in pairs if any(c is not None and c.get(OURS) is not None for c in p.values())]
         if not pairs:
             return None
-        series = []
+        series, styles = [], []
         for v in (OURS, f"torch-{'add' if op == 'add' else 'sum'}"):
             for l2 in L2_MODES:
                 points: list[Num | Text] = []
@@ -291,6 +291,7 @@ def residency_chart(op: str):  # type: ignore[no-untyped-def]
                 found = [c for p in pairs if (c := p[l2]) is not None]
                 if any(v in c.variants for c in found):
                     series.append((f"{_label(found, v)}, {l2} L2", points))
+                    styles.append(style(view, v, hollow=l2 == "warm"))
         every = [c for p in pairs for c in p.values() if c is not None]
         return dots(
             f"rowsum_add-{op.replace('_', '')}-residency",
@@ -300,6 +301,7 @@ def residency_chart(op: str):  # type: ignore[no-untyped-def]
             "GB/s (bytes counted from the problem; log scale)",
             log_y=True,
             ref=ceiling(every, "device copy", "GB/s", lambda r: r.copy_peak),
+            styles=styles,
         )
 
     return chart

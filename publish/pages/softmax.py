@@ -14,7 +14,7 @@ from publish.charts import Chart, dots
 from publish.claims import Claim, sentence
 from publish.numbers import Num, definition
 from publish.results import CaseResult
-from publish.studypage.charts import missing
+from publish.studypage.charts import missing, style
 from publish.studypage.claims import eager_flips, pairwise, warm_exceeds_dram
 from publish.studypage.common import DEVICE_TIME, EAGER_CALL, ELEM_BYTES, cases_evidence, l2_cell, time_or_why
 from publish.studypage.rowwise import COPY_TARGET, QUACK_TARGET, WHY_QUACK, WIDE_COLD_TARGET
@@ -167,6 +167,7 @@ def plans_chart(view: StudyView) -> Chart | None:
         log_y=True,
         ratio_ticks=True,
         ref=("the planner's choice", 1.0),
+        styles=[style(view, v) for v in PLANS if v != OURS],
     )
 
 

@@ -26,14 +26,22 @@ from publish.studypage.spec import (
 )
 from publish.tables import Text
 
+# Past the palette's eight colours a variant takes the next marker shape, so no two variants
+# of a page look alike.
+SYMBOLS = ("circle", "square", "diamond", "triangle-up", "pentagon")
 
-def colour(view: StudyView, variant: str) -> str:
-    """One colour per variant on every chart of a page, whichever of them a chart shows:
-    ours first, the peers in column order, then the page's other variants by name."""
+
+def style(view: StudyView, variant: str, *, hollow: bool = False) -> dict[str, str]:
+    """One marker per variant on every chart of a page, whichever of them a chart shows:
+    ours first, the peers in column order, then the page's other variants by name, each a
+    colour and, past the palette, a shape.  ``hollow``: the open form of the same marker
+    (a second measure of the variant: its eager call, its warm L2)."""
     order = [view.ours, *view.peers]
     if variant not in order:
         order += sorted({v for c in view.results.cases.values() for v in c.variants} - set(order))
-    return PALETTE[order.index(variant) % len(PALETTE)]
+    i = order.index(variant) if variant in order else len(order)  # a variant no case holds: after them all
+    symbol = SYMBOLS[(i // len(PALETTE)) % len(SYMBOLS)]
+    return {"color": PALETTE[i % len(PALETTE)], "symbol": f"{symbol}-open" if hollow else symbol}
 
 
 def _point(c: CaseResult, variant: str, value: Callable[[Measurement], Num]) -> Num | Text:
@@ -75,7 +83,7 @@ def speedups(view: StudyView, spec: Speedups) -> Chart | None:
         ratio_ticks=True,
         ref=("1.00×: the same time", 1.0),
         intervals=intervals,
-        styles=[{"color": colour(view, p)} for p in peers],
+        styles=[style(view, p) for p in peers],
     )
 
 
@@ -111,7 +119,7 @@ def throughput(view: StudyView, spec: Throughput) -> Chart | None:
         "TFLOP/s (flops counted from the problem; log scale)",
         log_y=True,
         ref=ceiling(cases, "cuBLAS bf16 matrix rate", "TFLOP/s", lambda r: r.mm_peak),
-        styles=[{"color": colour(view, v)} for v in variants],
+        styles=[style(view, v) for v in variants],
     )
 
 
@@ -129,7 +137,7 @@ def bandwidth(view: StudyView, spec: Bandwidth) -> Chart | None:
         "GB/s (bytes counted from the problem; log scale)",
         log_y=True,  # latency-bound shapes move a few GB/s, the large ones thousands: both readable
         ref=ceiling(cases, "device copy", "GB/s", lambda r: r.copy_peak),
-        styles=[{"color": colour(view, v)} for v in variants],
+        styles=[style(view, v) for v in variants],
     )
 
 
@@ -143,10 +151,9 @@ def device_vs_eager(view: StudyView, spec: DeviceVsEager) -> Chart | None:
     for v in spec.variants:
         if not any(v in c.variants for c in cases):
             continue
-        shade = colour(view, v)
         series.append((f"{view.label(v)}, device", [_point(c, v, Measurement.time) for c in cases]))
         series.append((f"{view.label(v)}, eager call", [_point(c.eager(), v, Measurement.time) for c in cases]))
-        styles += [{"color": shade}, {"color": shade, "symbol": "circle-open"}]
+        styles += [style(view, v), style(view, v, hollow=True)]
     return dots(
         f"{view.study}-{slug(spec.direction)}-eager-chart",
         f"{_where(spec.direction, spec.dtype, spec.l2)}: {DEVICE_TIME} (filled) against the {EAGER_CALL} (open)",
@@ -183,6 +190,7 @@ def warm_cold(view: StudyView, spec: WarmCold) -> Chart | None:
         "GB/s (log scale)",
         log_y=True,
         ref=line,
+        styles=[style(view, view.ours), style(view, view.ours, hollow=True)],
     )
 
 
