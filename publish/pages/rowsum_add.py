@@ -354,9 +354,10 @@ def residency_observations(view: StudyView) -> list[Claim]:
             Claim(
                 "warm-win-is-residency",
                 sentence(
-                    "Device time (graph replay): {k} warm wins over a peer come with bandwidth above the DRAM copy "
-                    "and are not wins with cold L2: they are L2 residency, not a faster kernel (the tables mark "
-                    "each).",
+                    "Device time (graph replay): in {k} "
+                    + ("warm case" if len(hollow) == 1 else "warm cases")
+                    + ", a warm win over a peer comes with bandwidth above the DRAM copy and is not a win with cold "
+                    "L2: L2 residency, not a faster kernel (the tables mark each).",
                     k=Num(len(hollow), "count"),
                 ),
                 True,

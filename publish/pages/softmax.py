@@ -192,13 +192,13 @@ def planner_current(view: StudyView) -> list[Claim]:
         ours = c.variants.get(OURS)
         if ours is None or "plan" not in ours.meta or "block" not in ours.meta:
             continue
-        timed = [(f"{ours.meta['plan']}-{ours.meta['block']}", _shipped_plan(c, False))]
+        timed = [("forward", f"{ours.meta['plan']}-{ours.meta['block']}", _shipped_plan(c, False))]
         back = ours.meta.get("backward")
         if isinstance(back, dict) and "plan" in back:
-            timed.append((f"{back['plan']}-{back['block']}", _shipped_plan(c, True)))
+            timed.append(("backward", f"{back['plan']}-{back['block']}", _shipped_plan(c, True)))
         checked += 1
-        if any(t != s for t, s in timed):
-            stale.append((c, "; ".join(f"timed {t}, now {s}" for t, s in timed if t != s)))
+        if any(t != s for _, t, s in timed):
+            stale.append((c, "; ".join(f"{what} timed {t}, now {s}" for what, t, s in timed if t != s)))
     if not checked:
         return []
     listed = "; ".join(f"{c.case_id} ({why})" for c, why in stale[:5])

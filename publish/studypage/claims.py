@@ -365,20 +365,30 @@ def pairwise(
     wins = [c for c in compared if outcomes[c.case_id] == "win"]
     losses = [c for c in compared if outcomes[c.case_id] == "loss"]
     best = max(compared, key=lambda c: c.ratio(slow, fast).value)  # type: ignore[union-attr]
+    measured = sentence(
+        text,
+        k=Num(len(wins), "count"),
+        l=Num(len(losses), "count"),
+        u=Num(len(compared) - len(wins) - len(losses), "count"),
+        n=Num(len(compared), "count"),
+        x=best.speedup(fast, slow),  # type: ignore[arg-type]
+        case=best.case_id,
+    )
+    if losses:  # the size of the losses, whichever way the hypothesis points
+        worst = min(losses, key=lambda c: c.ratio(slow, fast).value)  # type: ignore[union-attr]
+        measured += sentence(
+            " Its largest loss: {y} at {case}.",
+            y=worst.speedup(fast, slow),
+            case=worst.case_id,  # type: ignore[arg-type]
+        )
     return Claim(
         claim_id,
-        sentence(
-            text,
-            k=Num(len(wins), "count"),
-            l=Num(len(losses), "count"),
-            u=Num(len(compared) - len(wins) - len(losses), "count"),
-            n=Num(len(compared), "count"),
-            x=best.speedup(fast, slow),  # type: ignore[arg-type]
-            case=best.case_id,
-        ),
+        measured,
         holds(len(wins), len(losses), len(compared)),
         hypothesis=hypothesis,
-        evidence=cases_evidence(f"{view.label(slow)} was faster", losses)
+        # Every case that was not a tie, both ways: the ones against the hypothesis are among them.
+        evidence=cases_evidence(f"{view.label(fast)} was faster", wins)
+        + cases_evidence(f"{view.label(slow)} was faster", losses)
         + cases_evidence("unresolved", [c for c in compared if c not in wins + losses]),
     )
 
@@ -543,7 +553,9 @@ def decision(view: StudyView, targets: list[Claim]) -> dict[str, object]:
         worst = min(cases, key=lambda c: c.ratio(peer, view.ours).value)  # type: ignore[union-attr]
         if studies.shape(view.study) == ("rows", "cols"):
             widths = sorted({c.params["cols"] for c in cases})
-            where = ("all at width " if len(widths) == 1 else "all at widths ") + ", ".join(str(w) for w in widths)
+            where = (
+                "at width " if len(cases) == 1 else "all at width " if len(widths) == 1 else "all at widths "
+            ) + ", ".join(str(w) for w in widths)
         else:  # a shape of more dimensions than a width: the shapes themselves
             shapes = sorted({c.dims: c.shape for c in cases}.items())
             where = "at " + (", ".join(s for _, s in shapes[:8]) + (" and others" if len(shapes) > 8 else ""))
