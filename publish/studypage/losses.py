@@ -7,6 +7,7 @@ from __future__ import annotations
 from markupsafe import Markup
 
 from publish.claims import sentence
+from publish.numbers import definition
 from publish.results import CaseResult
 from publish.studypage.common import DEVICE_TIME, EAGER_CALL, bare, plain, shape_key
 from publish.studypage.spec import THROUGHPUT, StudyView
@@ -27,9 +28,11 @@ def reasons(view: StudyView) -> dict[str, tuple[str, Markup]]:
         "close": (
             "near the same bound",
             sentence(
-                "A loss within {gap}: both kernels run near the same limit (see the {column} column of the case's "
-                "table); at this size such gaps come and go between runs.",
+                "A loss within {gap}, with ours at {near} or more of the rate measured in the same run (the {column} "
+                "column of the case's table): both kernels run near the same limit, and such gaps come and go "
+                "between runs.",
                 gap=view.spec.close,
+                near=NEAR_BOUND,
                 column="% mm peak" if view.spec.rates[:1] == (THROUGHPUT,) else "% copy",
             ),
         ),
@@ -79,16 +82,35 @@ def why(view: StudyView, c: CaseResult, peer: str, resolved: bool, close: bool, 
         if device is None or _gap(c, peer, view.ours) < 0.5 * _gap(c.eager(), peer, view.ours):
             return "few-calls" if _few_calls(c, peer, view.ours) else "host"
         close = _within(view, device.value)
-    if close:
+    if close and _near_bound(view, c):
         return "close"
     explained = view.spec.explain(c, peer) if view.spec.explain is not None else None
     return explained or "unexplained"
+
+
+# Set, not measured: ours must run at least this share of its run's ceiling (the copy, or the
+# bf16 matrix rate on a page that shows TFLOP/s first) for a small loss to be put down to a
+# shared limit; a small loss far from any ceiling (a launch-bound size) is not.
+NEAR_BOUND = definition(70, "pct", "a small loss is 'near the same bound' only with ours at this share of the ceiling")
 
 
 def _within(view: StudyView, ratio: float) -> bool:
     # "Near the same bound" is said of the ratio the table prints (the peer's median time over
     # ours), so that two losses of one size read alike whatever their intervals' widths.
     return ratio >= 1 - view.spec.close.value / 100
+
+
+def _near_bound(view: StudyView, c: CaseResult) -> bool:
+    """Whether ours ran at NEAR_BOUND or more of its run's ceiling in the case (device time):
+    the matrix rate where the page shows TFLOP/s first, else the copy."""
+    ours = c.get(view.ours)
+    if ours is None or ours.summary is None:
+        return False
+    if view.spec.rates[:1] == (THROUGHPUT,):
+        share = ours.pct_mm() if c.flops > 0 else None
+    else:
+        share = ours.pct_copy() if c.bytes > 0 else None
+    return share is not None and share.value >= NEAR_BOUND.value
 
 
 def _few_calls(c: CaseResult, peer: str, ours: str) -> bool:
