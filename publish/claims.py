@@ -43,6 +43,8 @@ class Claim:
     def status(self) -> str:
         if self.kind == "target":
             return "no data" if self.no_data else "met" if self.holds else "missed"
+        if not self.hypothesis:  # a measurement stated as such: nothing it could contradict
+            return "observed" if self.holds else "contradicted"
         return "holds" if self.holds else "contradicted"
 
     @property

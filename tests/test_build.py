@@ -732,3 +732,7 @@ def test_a_contradicted_observation_reads_as_its_hypothesis_then_the_measurement
         r"Measured: QuACK declined \d+ of the \d+ cases",
         said,
     ), said
+    # A measurement stated as such, with nothing it could contradict, is "observed", not "holds".
+    fact = re.search(r'id="claim-quack-failed-check"[^>]*>(.*?)</div>', html, re.S)
+    assert fact is not None and _text(fact.group(1)).startswith("observed QuACK")
+    assert "Expected:" not in _text(fact.group(1))

@@ -39,7 +39,7 @@ def test_cross_entropy_page_shows_time_and_memory_and_decides_its_claims(ce_site
     # torch.compile wins the 4096 x 32000 step on time, holding a second copy of the logits there
     assert _status(html, "time-for-memory") == "holds"
     assert "refused" in words  # QuACK on 50257 and the variations
-    assert _status(html, "liger-gradient") == "holds" and "0.8.5: written over the logits" in words
+    assert _status(html, "liger-gradient") == "observed" and "release 0.8.5, written over the logits" in words
     assert "No run yet." not in words
 
 

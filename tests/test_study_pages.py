@@ -179,7 +179,7 @@ def test_rowsum_add_page_marks_warm_wins_that_are_l2_residency(site) -> None:
                                                                         .read_text())["rows"]}  # fmt: skip
     assert rows["4194305"]["reads"]["text"].startswith("warm win is L2 residency")  # a tie when cold
     assert rows["257"]["cold_from"]["text"] == "fit in L2"
-    assert _status(html, "warm-above-dram") == "holds" and _status(html, "warm-win-is-residency") == "holds"
+    assert _status(html, "warm-above-dram") == "observed" and _status(html, "warm-win-is-residency") == "observed"
     # The add and the row sum of 1×257 are different cases, each in its own table, each labelled as run.
     sums = json.loads((site / "tables" / "rowsum_add-rowsum-bf16.json").read_text())
     assert "1×257" in [r["cells"]["size"]["text"] for r in sums["rows"]]

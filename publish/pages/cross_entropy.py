@@ -227,15 +227,15 @@ def peer_observations(view: StudyView) -> list[Claim]:
     out = []
     liger = [m for c in view.results.cases.values() if (m := c.variants.get("liger")) is not None]
     notes = sorted(
-        {f"{m.meta['version']}: {m.meta['gradient']}" for m in liger if {"version", "gradient"} <= set(m.meta)}
+        {f"release {m.meta['version']}, {m.meta['gradient']}" for m in liger if {"version", "gradient"} <= set(m.meta)}
     )
     if notes:
         out.append(
             Claim(
                 "liger-gradient",
                 sentence(
-                    "Liger-Kernel as the runs timed it (its version, and where its forward writes the gradient): "
-                    "{notes}. Its training steps are compared as full steps, as they must be.",
+                    "The runs timed Liger-Kernel {notes} (where its forward writes the gradient). Its training steps "
+                    "are compared as full steps, as they must be.",
                     notes="; ".join(notes),
                 ),
                 True,
