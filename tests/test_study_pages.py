@@ -763,6 +763,9 @@ def test_decision_card_evidence_says_what_each_number_is(mm_site, site) -> None:
     for line in lines:
         assert re.search(r"\b(bf16|fp16|fp32|tf32) (forward|training step)", line), line
         assert not re.search(r"(?<!vector )\b(mm|mm_\w+|row_sum|add) \d", line), line  # the run files' operator names
+    # The evidence at a case names every peer timed there, not only the spec's.
+    rms = [line for line in _card_evidence((site / "rmsnorm.html").read_text()) if " over " in line]
+    assert any("over Liger-Kernel" in line and "over QuACK" in line and "over torch.compile" in line for line in rms)
     for line in speedups:
         quoted = re.findall(r"(\d[\d.,]*×) over [^(]+(?:\([^)]*\)[^(]*)*?\((faster|slower|unresolved)\)", line)
         assert len(quoted) == line.count(" over "), line

@@ -519,6 +519,9 @@ def _evidence(view: StudyView) -> list[Markup]:
             found = [(p, x) for p in e.peers if (x := c.speedup(view.ours, p)) is not None]
             if not found or len(found) < len(e.peers):
                 continue
+            # The spec's peers first, then every other peer timed in the case: evidence that
+            # names only the peers ours beat would hide the one it lost to.
+            found += [(p, x) for p in view.peers if p not in e.peers and (x := c.speedup(view.ours, p)) is not None]
             # Each speedup carries the one verdict's word, so a tie or a loss quoted here reads
             # as one, and the case says its dtype and direction (forward or training step).
             slots = (

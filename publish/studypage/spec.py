@@ -235,7 +235,8 @@ class CopyShareAt:
 
 @dataclass(frozen=True)
 class SpeedupsAt:
-    """Decision card evidence: our speedup over each of ``peers`` at ``case``."""
+    """Decision card evidence: our speedup over each of ``peers`` at ``case``, then over every
+    other peer timed there (the line names them all, losses included)."""
 
     case: Case
     peers: tuple[str, ...]
