@@ -6,6 +6,7 @@ float64 check on a tiny case, and its meta says memory was not measured there.""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,8 @@ def test_cross_entropy_page_shows_time_and_memory_and_decides_its_claims(ce_site
     html = (ce_site / "cross_entropy.html").read_text()
     _clean(html)
     words = _words(html)
+    # The page's own operator goes unsaid in its targets: "8192×128256 bf16 …", not "cross_entropy 8192×…".
+    assert "8192×128256 bf16 training step" in words and not re.search(r"(?<![.\w])cross_entropy \d", words)
     for table in ("cross_entropy-memory-fwdbwd", "cross_entropy-memory-fwd", "cross_entropy-variations"):
         assert f'id="{table}"' in html, table
     assert 'id="cross_entropy-summary"' in html or "Decision card." in words

@@ -968,7 +968,6 @@ REASONS = {
 PAGE = StudyPage(
     study="matmul",
     op_words={
-        "mm": "",
         "mm_bias": "bias epilogue",
         "mm_bias_gelu": "bias + GELU epilogue",
         "mm_residual": "residual epilogue",

@@ -197,7 +197,7 @@ def _head(view: StudyView, t: Target, found: CaseResult | None) -> Markup:
     m = t.metric
     assert t.case is not None and not isinstance(m, EagerEverywhere)
     eager = getattr(m, "eager", False)
-    where = t.case.describe(found, view.spec.op_words) + (f", {t.l2[0]} L2" if len(t.l2) == 1 else "")
+    where = t.case.describe(found, view.op_words) + (f", {t.l2[0]} L2" if len(t.l2) == 1 else "")
     if isinstance(m, MetaAtMost):
         return sentence(
             "Recorded by the sweep, {where}, {v}: {what} at most {limit}.",
@@ -502,7 +502,7 @@ def _evidence(view: StudyView) -> list[Markup]:
                     "(device time)",
                     tflops=ours.tflops(),
                     pct=ours.pct_mm(),
-                    case=e.case.describe(c, view.spec.op_words),
+                    case=e.case.describe(c, view.op_words),
                     l2=e.l2,
                 )
             )
@@ -511,7 +511,7 @@ def _evidence(view: StudyView) -> list[Markup]:
                 sentence(
                     "{pct} of the copy bandwidth at {case}, {l2} L2 (device time)",
                     pct=ours.pct_copy(),
-                    case=e.case.describe(c, view.spec.op_words),
+                    case=e.case.describe(c, view.op_words),
                     l2=e.l2,
                 )
             )
@@ -533,7 +533,7 @@ def _evidence(view: StudyView) -> list[Markup]:
             out.append(
                 sentence(
                     over + " at {case}, {l2} L2 (device time)",
-                    case=e.case.describe(c, view.spec.op_words),
+                    case=e.case.describe(c, view.op_words),
                     l2=e.l2,
                     **slots,
                 )

@@ -360,6 +360,12 @@ class StudyView:
     def peers(self) -> tuple[str, ...]:
         return self.spec.peers
 
+    @property
+    def op_words(self) -> dict[str, str]:
+        """The run files' operator names in the page's words; the page's own operator (the
+        spec's ``op``) goes unsaid."""
+        return ({} if self.spec.op is None else {self.spec.op: ""}) | dict(self.spec.op_words)
+
     def label(self, variant: str) -> str:
         """What the runs call ``variant`` (the label the newest run holding it stores)."""
         return self.results.label(variant)
