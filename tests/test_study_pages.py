@@ -798,3 +798,26 @@ def test_near_the_same_bound_is_said_of_the_printed_ratio(tmp_path) -> None:
     # A loss as small at a launch-bound size, far from the copy, is not put down to a shared limit.
     small = rows[("fwd/bf16/32×127/cold", "Liger-Kernel")]
     assert small["ratio"]["text"].startswith("0.978") and small["why"]["text"] != "near the same bound", small
+
+
+def test_rmsnorm_counts_what_quack_did_with_the_cases_it_was_offered(tmp_path) -> None:
+    """QuACK's record on the RMSNorm page counts its refusals, its errors and its failed
+    checks apart, quotes the first message of each (terminal colour codes taken out), and
+    names no reason that no case gave."""
+    doc = synthstudies.rmsnorm_doc(RMS, "2026-12-01T00:00:00Z")
+    raised = "CUDADialectError: \x1b[91m\x1b[1merror[CUDA_LAUNCH_INVALID_CONFIG]:\x1b[0m CUDA launch failed"
+    cases = [c for c in doc["cases"] if "quack" in c["variants"] and not c["variants"]["quack"].get("error")]
+    failed = {"rel_l2": [0.5], "max_abs": [1.0], "tolerance": 0.01, "finite": True, "passed": False}
+    for c, v in ((cases[0], synthruns.variant(None, error=raised, eager_run=True)),
+                 (cases[1], synthruns.variant(None, error="check failed: relative L2 error 0.5", check=failed,
+                                              eager_run=True))):  # fmt: skip
+        c["variants"]["quack"] = {"label": c["variants"]["quack"]["label"], **v}
+    html = (_site(tmp_path, doc, None) / "rmsnorm.html").read_text()
+    _clean(html)
+    claim = re.search(r'id="claim-quack-refusals"[^>]*>(.*?)</div>', html, re.S)
+    assert claim is not None
+    said = " ".join(htmllib.unescape(re.sub(r"<[^>]+>", " ", claim.group(1))).split())
+    assert re.search(r"QuACK was offered \d+ cases: it declined \d+ , raised an error in 1 and failed our float64 "
+                     r"check in 1", said), said  # fmt: skip
+    assert "\u201cCUDADialectError: error[CUDA_LAUNCH_INVALID_CONFIG]: CUDA launch failed\u201d" in said, said
+    assert "\x1b" not in html and "a version without the residual form" not in said

@@ -5,13 +5,14 @@ entry point the runs timed.  The generic machinery is :mod:`publish.studypage`; 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from publish.claims import Claim, sentence
 from publish.numbers import Num
 from publish.results import CaseResult
 from publish.studypage.claims import eager_flips, pairwise, warm_exceeds_dram
-from publish.studypage.common import DEVICE_TIME, ELEM_BYTES, cases_evidence, l2_cell, time_or_why
+from publish.studypage.common import DEVICE_TIME, ELEM_BYTES, NOT_INSTALLED, cases_evidence, l2_cell, time_or_why
 from publish.studypage.rowwise import COPY_TARGET, QUACK_TARGET, WHY_QUACK, WIDE_COLD_TARGET
 from publish.studypage.spec import (
     DIRECTION_TITLES,
@@ -181,22 +182,53 @@ def peer_observations(view: StudyView) -> list[Claim]:
             )
         )
     with_quack = [c for c in view.results.cases.values() if "quack" in c.variants]
-    refused = [c for c in with_quack if (c.variants["quack"].error or "").startswith("refused")]
-    if with_quack:
+    # A machine without the package never offered it the case; the rest are counted by what
+    # QuACK did with them: declined (its own refusal), raised, or failed our float64 check.
+    absent = [c for c in with_quack if NOT_INSTALLED in (c.variants["quack"].error or "")]
+    offered = [c for c in with_quack if c not in absent]
+    kinds: dict[str, list[CaseResult]] = {"declined": [], "raised": [], "failed": []}
+    for c in offered:
+        m = c.variants["quack"]
+        if m.check is not None and not m.check.get("passed", True):
+            kinds["failed"].append(c)
+        elif (m.error or "").startswith("refused"):
+            kinds["declined"].append(c)
+        elif m.error:
+            kinds["raised"].append(c)
+    if offered:
+        text = sentence(
+            "QuACK was offered {n} cases: it declined {r}, raised an error in {e} and failed our float64 check in {f}",
+            n=Num(len(offered), "count"),
+            r=Num(len(kinds["declined"]), "count"),
+            e=Num(len(kinds["raised"]), "count"),
+            f=Num(len(kinds["failed"]), "count"),
+        )
+        for kind, what in (("declined", "declined"), ("raised", "raised")):
+            if kinds[kind]:
+                text += sentence("; where it {what}, the first message: \u201c{msg}\u201d", what=what,
+                                 msg=_message(kinds[kind][0].variants["quack"].error or ""))  # fmt: skip
+        if absent:
+            text += sentence(
+                "; {a} more ran on a machine without it installed, so it was not offered them",
+                a=Num(len(absent), "count"),
+            )
         out.append(
             Claim(
                 "quack-refusals",
-                sentence(
-                    "QuACK declined {r} of the {n} cases it was offered (rows not a multiple of 16 bytes, a version "
-                    "without the residual form, or not installed); those cases show no QuACK time.",
-                    r=Num(len(refused), "count"),
-                    n=Num(len(with_quack), "count"),
-                ),
+                text + sentence(". Those cases show no QuACK time (each table cell says why)."),
                 True,
-                evidence=cases_evidence("refused", refused),
+                evidence=cases_evidence("declined", kinds["declined"])
+                + cases_evidence("raised", kinds["raised"])
+                + cases_evidence("failed the check", kinds["failed"]),
             )
         )
     return out
+
+
+def _message(error: str) -> str:
+    """A peer's error as a reader can read it: terminal colour codes out, one line, cut short."""
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", error)
+    return " ".join(plain.split())[:160]
 
 
 def extra(view: StudyView) -> dict[str, Any]:
