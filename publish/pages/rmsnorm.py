@@ -5,12 +5,12 @@ entry point the runs timed.  The generic machinery is :mod:`publish.studypage`; 
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from publish.claims import Claim, sentence
 from publish.numbers import Num
 from publish.results import CaseResult
+from publish.safe import readable
 from publish.studypage.claims import eager_flips, pairwise, warm_exceeds_dram
 from publish.studypage.common import DEVICE_TIME, ELEM_BYTES, NOT_INSTALLED, cases_evidence, l2_cell, time_or_why
 from publish.studypage.rowwise import COPY_TARGET, QUACK_TARGET, WHY_QUACK, WIDE_COLD_TARGET
@@ -227,8 +227,7 @@ def peer_observations(view: StudyView) -> list[Claim]:
 
 def _message(error: str) -> str:
     """A peer's error as a reader can read it: terminal colour codes out, one line, cut short."""
-    plain = re.sub(r"\x1b\[[0-9;]*m", "", error)
-    return " ".join(plain.split())[:160]
+    return " ".join(readable(error).split())[:160]
 
 
 def extra(view: StudyView) -> dict[str, Any]:
