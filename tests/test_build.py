@@ -463,6 +463,10 @@ def test_dispatch_page_shows_pieces_before_after_and_chains(tmp_path) -> None:
     assert call["before_x"]["value"] == pytest.approx(5.2) and call["after_x"]["value"] == pytest.approx(1.04)
     assert _claim_status(html, "target-host-forward") == "met"  # 10.4 µs of host time, under 20
     assert _claim_status(html, "target-host-backward") == "missed"  # 0.2 x (310 - 80) = 46 µs
+    # The number the backward target reads is a row of the host table, not one a reader cannot find.
+    backward = rows["Our backward function alone"]["ours"]
+    target = re.search(r'id="claim-target-host-backward"[^>]*>(.*?)</div>', html, re.S)
+    assert target is not None and f"32×127 {backward['text']}" in _text(target.group(1)), _text(target.group(1))
     # Chains: per call of the whole chain, with the verdict of each mode against eager.
     chains = json.loads((out / "tables" / "dispatch-chains-user.json").read_text())
     assert len(chains["rows"]) == 2 * 2 * 2  # chain lengths x shapes x (torch, ours)

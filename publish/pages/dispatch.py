@@ -113,6 +113,13 @@ PIECES = [
         },
         per="step",
     ),
+    Piece(
+        "backward-fn",
+        "Our backward function alone",
+        "the backward function autograd calls (_backward), timed without autograd: what the backward target reads",
+        {"ours": "ours/backward"},
+        per="step",
+    ),
 ]
 CHAIN_MODES = {"eager": "eager", "compile": "torch.compile", "reduce-overhead": 'mode="reduce-overhead"'}
 MEASURES = {
