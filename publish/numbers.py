@@ -68,7 +68,7 @@ FORMATS = {
     "x3": lambda v: f"{v:.3f}×",  # a speedup beside a threshold it rounds to (1.497× against 1.5×)
     "x_set": lambda v: f"{v:g}×",
     "MHz": lambda v: f"{v:,.0f} MHz",
-    "ms": lambda v: f"{v:g} ms",
+    "ms": lambda v: f"{v:,.0f} ms" if v >= 100 else f"{v:.3g} ms",  # three figures, as the µs columns
     "s": lambda v: f"{v:g} s",
     "MiB": lambda v: f"{v:,.0f} MiB",
     "bytes": lambda v: f"{v:,.0f} bytes",

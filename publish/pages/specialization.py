@@ -68,7 +68,7 @@ def code_table(view: StudyView) -> Table | None:
                     "regs": meta_num(last, mode, "regs"),
                     "spills": meta_num(last, mode, "spills"),
                     "smem": meta_num(last, mode, "smem_bytes"),
-                    "varies": Text("same at every batch size" if len(regs) == 1 else "differs by batch size"),
+                    "varies": Text("the same at every batch size" if len(regs) == 1 else "differ by batch size"),
                 }
             )
     if not rows:
@@ -79,7 +79,13 @@ def code_table(view: StudyView) -> Table | None:
         Column("regs", "Registers / thread", "read from the compiled kernel"),
         Column("spills", "Spills", "registers spilled to local memory"),
         Column("smem", "Shared memory (bytes)", "per program"),
-        Column("varies", "Across batch sizes", numeric=False),
+        Column(
+            "varies",
+            "Registers across batch sizes",
+            "whether the register count differs between the kernels compiled for each batch size (the next "
+            "table counts the kernels)",
+            numeric=False,
+        ),
     ]
     table = Table("specialization-code", "What each way compiles to (largest batch size)", cols)
     table.rows.extend(rows)
