@@ -22,7 +22,7 @@ from publish.studypage.spec import EAGER_LOSSES, LOSSES, SUMMARY, Case, Speedups
 from publish.tables import Column, Table, Text
 
 MODES = ("spec-model_fixed", "spec-all_constexpr", "spec-all_runtime", "spec-triton_default")
-OURS = "spec-model_fixed"  # what kernels.rms_norm does: the width constexpr, the row count runtime
+OURS = "spec-model_fixed"  # how kernels.rms_norm passes its sizes: the width constexpr, the row count runtime
 PEERS = (*MODES[1:], "triton", "torch")
 
 
