@@ -33,6 +33,10 @@ SMALL = 0.06  # on a linear axis, a value under this share of the largest is lab
 # marks go unlabelled, a key over the plot says what they mean, and each mark's hover says why.
 LABELLED_MARKS = 30
 NO_TIME_KEY = "✕ no time (hover a mark for why)"
+# About how wide a chart's plot is drawn, and one character of a mark's label (10 px text), in
+# pixels: a label wider than its category would run into the next one's.
+PLOT_PX = 900
+CHAR_PX = 6
 
 
 def _ref_line(layout: dict, ref: tuple[str, float] | None, *, log_y: bool = False) -> None:
@@ -172,13 +176,16 @@ def dots(
     placed = [0] * len(categories)  # missing marks already placed in each category
     labelled = len(categories) <= LABELLED_MARKS
     said: set[tuple[int, str, str]] = set()  # (category, colour, label) already written
+    room = PLOT_PX / max(1, len(categories))  # about how wide one category is drawn
 
     def label(j: int, colour: str, text: str, prev: dict[int, str]) -> str:
         """A missing mark's label, written once: not again in a category where a series of
-        the same colour (a variant's device and eager series) already says it, and not
-        for each of a run of categories where this series says the same (the hover still
+        the same colour (a variant's device and eager series) already says it, and, where
+        a label is wider than a category, not for each of a run of categories where this
+        series says the same, so that the labels do not run together (the hover still
         says why at every mark)."""
-        if not labelled or (j, colour, text) in said or prev.get(j - 1) == text:
+        run_on = prev.get(j - 1) == text and len(text) * CHAR_PX > room
+        if not labelled or (j, colour, text) in said or run_on:
             return ""
         said.add((j, colour, text))
         return text

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import synthruns
 
-from publish.charts import LABELLED_MARKS, NO_TIME_KEY, SMALL, bars, dots
+from publish.charts import CHAR_PX, LABELLED_MARKS, NO_TIME_KEY, PLOT_PX, SMALL, bars, dots
 from publish.numbers import Num, Source
 from publish.pages import pages
 from publish.site import build
@@ -76,7 +76,8 @@ def test_no_bars_on_a_log_axis_and_no_blank_where_a_value_is_missing(sites) -> N
                                 assert label == whys[j], where
                                 said.add((x, colour, label))
                                 continue
-                            run_on = j > 0 and whys[j - 1] == whys[j] and categories.index(t["x"][j - 1]) == (
+                            wide = len(whys[j]) * CHAR_PX > PLOT_PX / len(categories)
+                            run_on = wide and j > 0 and whys[j - 1] == whys[j] and categories.index(t["x"][j - 1]) == (
                                 categories.index(x) - 1)  # fmt: skip
                             assert run_on or (x, colour, whys[j]) in said, f"{where}: {t['name']} at {x}"
                     marks.setdefault(t["legendgroup"], set()).update(t["x"])
@@ -185,29 +186,35 @@ def test_a_ceiling_line_says_which_runs_it_stands_for() -> None:
 
 def test_a_missing_label_is_written_once_where_it_would_repeat() -> None:
     """Two series of one colour (a variant's device and eager call) missing in one category
-    write the reason once; a run of categories where one series says the same writes it at
-    the first; a different reason, or a gap in the run, is written again."""
+    write the reason once; where a label is wider than a category, a run of categories where
+    one series says the same writes it at the first; a different reason, a gap in the run,
+    or a label that fits its category, is written again."""
     src = (Source("run-a", "case", "v", "median"),)
     n = Num(5.0, "us", src)
     absent = Text("not installed", "QuACK is not installed")
+    many = [f"c{i}" for i in range(14)]  # 14 categories: "not installed" is wider than one
+    quack = [absent, absent, n, absent, Text("refused", "odd width"), Text("refused", "odd width")] + [n] * 8
     fig = dots(
         "c",
         "t",
-        ["a", "b", "c", "d", "e"],
+        many,
         [
-            ("QuACK, device", [absent, absent, n, absent, Text("refused", "odd width")]),
-            ("QuACK, eager call", [absent, n, n, absent, n]),
-            ("Liger, device", [absent, n, n, n, n]),
+            ("QuACK, device", quack),
+            ("QuACK, eager call", [absent, n, n, absent] + [n] * 10),
+            ("Liger, device", [absent] + [n] * 13),
         ],
         "µs",
         log_y=True,
         styles=[{"color": "#111111"}, {"color": "#111111", "symbol": "circle-open"}, {"color": "#222222"}],
     ).figure
     marks = {t["name"]: t for t in fig["data"] if t.get("showlegend") is False}
-    assert marks["QuACK, device: no time"]["text"] == ["not installed", "", "not installed", "refused"]
+    # "refused" fits a category, so both of its run are labelled; "not installed" does not.
+    assert marks["QuACK, device: no time"]["text"] == ["not installed", "", "not installed", "refused", "refused"]
     assert marks["QuACK, eager call: no time"]["text"] == ["", ""]  # said by the device series, same colour
     assert marks["Liger, device: no time"]["text"] == ["not installed"]  # another colour says it again
     assert all(why.startswith("no time: ") for t in marks.values() for why in t["customdata"])
+    few = dots("c", "t", ["a", "b"], [("QuACK", [absent, absent])], "µs", log_y=True).figure
+    assert next(t for t in few["data"] if t.get("showlegend") is False)["text"] == ["not installed"] * 2
 
 
 def test_a_variant_keeps_its_colour_on_every_chart_of_a_page(sites) -> None:
