@@ -347,6 +347,20 @@ def _claim_status(html: str, claim_id: str) -> str:
     return m.group(1)
 
 
+def _claim_said(html: str, claim_id: str) -> str:
+    """The visible text of one claim (its status word first); ``claim_id`` may end a prefix."""
+    m = re.search(rf'id="claim-{re.escape(claim_id)}[^"]*"[^>]*>(.*?)</div>', html, re.S)
+    assert m, f"no claim {claim_id}"
+    return _text(m.group(1))
+
+
+def _softmax_page(tmp_path: Path, doc: dict) -> str:
+    root = synthruns.project(tmp_path)
+    synthruns.write(root, doc)
+    build(root, tmp_path / "site")
+    return (tmp_path / "site" / "softmax.html").read_text()
+
+
 def test_pages_build_with_no_runs_at_all(tmp_path) -> None:
     root = synthruns.project(tmp_path)
     report = build(root, tmp_path / "site")
@@ -465,8 +479,7 @@ def test_dispatch_page_shows_pieces_before_after_and_chains(tmp_path) -> None:
     assert _claim_status(html, "target-host-backward") == "missed"  # 0.2 x (310 - 80) = 46 µs
     # The number the backward target reads is a row of the host table, not one a reader cannot find.
     backward = rows["Our backward function alone"]["ours"]
-    target = re.search(r'id="claim-target-host-backward"[^>]*>(.*?)</div>', html, re.S)
-    assert target is not None and f"32×127 {backward['text']}" in _text(target.group(1)), _text(target.group(1))
+    assert f"32×127 {backward['text']}" in _claim_said(html, "target-host-backward")
     # Chains: per call of the whole chain, with the verdict of each mode against eager.
     chains = json.loads((out / "tables" / "dispatch-chains-user.json").read_text())
     assert len(chains["rows"]) == 2 * 2 * 2  # chain lengths x shapes x (torch, ours)
@@ -517,17 +530,11 @@ def test_why_quack_stays_ahead_names_the_plan_our_cases_ran(tmp_path) -> None:
     """Where QuACK is ahead of a plan that reads each row once as well (here the staged plan,
     the row in shared memory), the page does not give the two-read reason, and it names the
     plan the run recorded, not another."""
-    root = synthruns.project(tmp_path)
     doc = synthruns.softmax_doc("softmax-20261201T000000Z-aaaaaaa", "2026-12-01T00:00:00Z")
     for case in doc["cases"]:
         if case["case"]["cols"] == 32768:
             case["variants"]["triton"]["meta"]["plan"] = "staged"
-    synthruns.write(root, doc)
-    build(root, tmp_path / "site")
-    html = (tmp_path / "site" / "softmax.html").read_text()
-    claim = re.search(r'id="claim-target-quack-8192x32768[^"]*"[^>]*>(.*?)</div>', html, re.S)
-    assert claim is not None
-    said = _text(claim.group(1))
+    said = _claim_said(_softmax_page(tmp_path, doc), "target-quack-8192x32768")
     assert "our staged plan reads each row from memory once too" in said, said
     assert "cluster of thread blocks" not in said and "block plan" not in said
 
@@ -723,20 +730,13 @@ def test_every_observation_the_data_can_contradict_states_its_hypothesis() -> No
 
 def test_a_contradicted_observation_reads_as_its_hypothesis_then_the_measurement(tmp_path) -> None:
     """On the page, the hypothesis comes first and the measurement after it, both visible."""
-    root = synthruns.project(tmp_path)
-    doc = synthruns.softmax_doc("softmax-20261201T000000Z-aaaaaaa", "2026-12-01T00:00:00Z")
-    synthruns.write(root, doc)
-    build(root, tmp_path / "site")
-    html = (tmp_path / "site" / "softmax.html").read_text()
-    claim = re.search(r'id="claim-quack-refuses-unaligned"[^>]*>(.*?)</div>', html, re.S)
-    assert claim is not None
-    said = _text(claim.group(1))
+    html = _softmax_page(tmp_path, synthruns.softmax_doc("softmax-20261201T000000Z-aaaaaaa", "2026-12-01T00:00:00Z"))
+    said = _claim_said(html, "quack-refuses-unaligned")
     assert re.match(
         r"holds Expected: QuACK refuses rows whose width is not a multiple of 16 bytes, and only those\. "
         r"Measured: QuACK declined \d+ of the \d+ cases",
         said,
     ), said
     # A measurement stated as such, with nothing it could contradict, is "observed", not "holds".
-    fact = re.search(r'id="claim-quack-failed-check"[^>]*>(.*?)</div>', html, re.S)
-    assert fact is not None and _text(fact.group(1)).startswith("observed QuACK")
-    assert "Expected:" not in _text(fact.group(1))
+    fact = _claim_said(html, "quack-failed-check")
+    assert fact.startswith("observed QuACK") and "Expected:" not in fact
