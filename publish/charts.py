@@ -35,8 +35,11 @@ LABELLED_MARKS = 30
 NO_TIME_KEY = "✕ no time (hover a mark for why)"
 # About how wide a chart's plot is drawn, and one character of a mark's label (10 px text), in
 # pixels: a label wider than its category would run into the next one's.
-PLOT_PX = 900
+PLOT_PX = 650
 CHAR_PX = 6
+# A missing mark's step under the data on a log axis, as a share of the axis's span in log
+# units: 13% of a plot some 205-240 px tall is 27-31 px, a 12 px mark and an 11 px label.
+FOOT_STEP = 0.13
 
 
 def _ref_line(layout: dict, ref: tuple[str, float] | None, *, log_y: bool = False) -> None:
@@ -190,12 +193,32 @@ def dots(
         said.add((j, colour, text))
         return text
 
-    def foot(j: int) -> float:
-        """Where a missing mark goes: under the data, one step lower for each mark already
-        in the category, so that their labels do not overlap."""
-        k = placed[j]
-        placed[j] += 1
-        return bottom / (1.6 * 1.45**k) if log_y else -0.07 * top * (k + 1)
+    def colour_of(i: int) -> str:
+        return (styles[i] if styles is not None else {}).get("color", PALETTE[i % len(PALETTE)])
+
+    # Missing marks of one colour and reason in a category (a variant's device and eager
+    # series) share a height; each other mark there takes a step lower.  On a log axis a step
+    # is a share of the axis's whole span in decades (the data's and the steps' own, for the
+    # deepest stack of any category), so that it is drawn about as tall in pixels whatever
+    # the span: a mark and the label over it fit in one step.
+    heights: dict[tuple[int, str, str], float] = {}
+    stacks = [
+        {(colour_of(i), p.text) for i, (_, pts) in enumerate(series) if isinstance(p := pts[j], Text)}
+        for j in range(len(categories))
+    ]
+    deepest = min(max((len(st) for st in stacks), default=0), 5)
+    decades = math.log10(max(top / bottom, 3.0)) if log_y and bottom > 0 else 0.0
+    step = 10 ** (FOOT_STEP * decades / (1 - FOOT_STEP * deepest)) if log_y else 1.0
+
+    def foot(j: int, colour: str, text: str) -> float:
+        """Where a missing mark goes: a step under the data, one step lower for each other
+        mark already in the category, so that a mark's label (drawn over it) clears the data
+        and the marks above it."""
+        if (j, colour, text) not in heights:
+            k = placed[j]
+            placed[j] += 1
+            heights[(j, colour, text)] = bottom / step ** (k + 1) if log_y else -0.1 * top * (k + 1)
+        return heights[(j, colour, text)]
 
     data = []
     for i, (name, points) in enumerate(series):
@@ -242,7 +265,7 @@ def dots(
                     "name": f"{name}: no time",
                     "showlegend": False,
                     "x": [categories[j] for j, _ in gone],
-                    "y": [foot(j) for j, _ in gone],
+                    "y": [foot(j, colour, p.text) for j, p in gone],
                     "text": [label(j, colour, p.text, prev) for j, p in gone],
                     "textposition": "top center",
                     "textfont": {"size": 10, "color": colour},

@@ -458,3 +458,28 @@ def test_charts_mark_missing_values_and_keep_small_ones_readable(page, base_url)
     plot = page.locator("#softmax-fwd-bw-cold .bglayer rect").first.bounding_box()
     points = [p.bounding_box() for p in page.locator("#softmax-fwd-bw-cold .scatterlayer .point").all()]
     assert plot and points and all(b and plot["y"] - 1 <= b["y"] <= plot["y"] + plot["height"] for b in points)
+
+
+@pytest.mark.parametrize("name", ["softmax.html", "rmsnorm.html", "cross_entropy.html"])
+def test_a_missing_marks_label_covers_no_marker(page, base_url, name) -> None:
+    """The label over a missing value's cross ("refused", "error") is drawn clear of every
+    marker: the data just above it and the other marks stacked in its category."""
+    page.goto(f"{base_url}/{name}")
+    charts_drawn(page)
+    covered = page.evaluate(
+        """() => {
+          const out = [];
+          for (const chart of document.querySelectorAll('.lab-chart')) {
+            const labels = [...chart.querySelectorAll('.scatterlayer .textpoint text')]
+              .filter(t => t.textContent.trim()).map(t => [t.textContent, t.getBoundingClientRect()]);
+            const marks = [...chart.querySelectorAll('.scatterlayer .point')].map(p => p.getBoundingClientRect());
+            for (const [text, b] of labels) for (const q of marks) {
+              const w = Math.min(b.right, q.right) - Math.max(b.left, q.left);
+              const h = Math.min(b.bottom, q.bottom) - Math.max(b.top, q.top);
+              if (w > 0 && h > 0 && w * h > 0.25 * q.width * q.height) out.push(chart.id + ': ' + text);
+            }
+          }
+          return out;
+        }"""
+    )
+    assert covered == []

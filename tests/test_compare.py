@@ -281,7 +281,7 @@ def test_card_targets_losses_and_claims_share_one_verdict(tmp_path) -> None:
     # Claims count by the same rule: 16384x4096 (0.965x inside the run) is a tie, and a split
     # plan 0.5% ahead of the looped one in one run and behind in the other did not beat it.
     assert re.search(r'id="claim-dram-bound-tie"[^>]*><span class="lab-status">holds<', html)
-    m = re.search(r"the split plan beat the looped plan in (\d+) of (\d+) such cases", words)
+    m = re.search(r"with fewer rows than SMs, the split plan beat the looped plan in (\d+) of (\d+) cases", words)
     split = [c for c in results.cases.values() if c.get("triton-split") and c.params["rows"] < 132]
     wins = [c for c in split if c.verdict("triton-split", "triton-looped").outcome == "win"]  # type: ignore[union-attr]
     assert m and (int(m.group(1)), int(m.group(2))) == (len(wins), len(split)), m
