@@ -42,10 +42,12 @@ CHAR_PX = 6
 FOOT_STEP = 0.13
 
 
-def _ref_line(layout: dict, ref: tuple[str, float] | None, *, log_y: bool = False) -> None:
+def _ref_line(layout: dict, ref: tuple[str, float] | None) -> None:
     if ref is None:
         return
     label, value = ref
+    # The line is named in the legend, not by a label beside it: a label on the plot sat over
+    # the markers near the line's end.
     layout["shapes"] = [
         {
             "type": "line",
@@ -55,19 +57,8 @@ def _ref_line(layout: dict, ref: tuple[str, float] | None, *, log_y: bool = Fals
             "y0": value,
             "y1": value,
             "line": {"dash": "dash", "width": 1.5, "color": "#444"},
-        }
-    ]
-    layout["annotations"] = [
-        {
-            "xref": "paper",
-            "x": 1,
-            "y": math.log10(value) if log_y else value,  # an annotation on a log axis is placed in log10 units
-            "text": label,
-            "showarrow": False,
-            "xanchor": "right",
-            "yanchor": "bottom",
-            "font": {"size": 11},
-            "bgcolor": "rgba(255,255,255,0.75)",  # legible over the markers it may cross
+            "name": label,
+            "showlegend": True,
         }
     ]
 
@@ -96,7 +87,7 @@ def _layout(title: str, y_title: str, *, log_y: bool, ref: tuple[str, float] | N
     }
     if not log_y:
         layout["yaxis"]["rangemode"] = "tozero"
-    _ref_line(layout, ref, log_y=log_y)
+    _ref_line(layout, ref)
     return layout
 
 
