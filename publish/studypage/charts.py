@@ -36,9 +36,7 @@ def style(view: StudyView, variant: str, *, hollow: bool = False) -> dict[str, s
     ours first, the peers in column order, then the page's other variants by name, each a
     colour and, past the palette, a shape.  ``hollow``: the open form of the same marker
     (a second measure of the variant: its eager call, its warm L2)."""
-    order = [view.ours, *view.peers]
-    if variant not in order:
-        order += sorted({v for c in view.results.cases.values() for v in c.variants} - set(order))
+    order = view.variant_order
     i = order.index(variant) if variant in order else len(order)  # a variant no case holds: after them all
     symbol = SYMBOLS[(i // len(PALETTE)) % len(SYMBOLS)]
     return {"color": PALETTE[i % len(PALETTE)], "symbol": f"{symbol}-open" if hollow else symbol}

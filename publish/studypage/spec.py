@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
@@ -359,6 +360,13 @@ class StudyView:
     @property
     def peers(self) -> tuple[str, ...]:
         return self.spec.peers
+
+    @cached_property
+    def variant_order(self) -> list[str]:
+        """Every variant of the page in one order: ours, the peers in column order, then the
+        others the cases hold, by name (the charts' markers follow it)."""
+        first = [self.ours, *self.peers]
+        return first + sorted({v for c in self.results.cases.values() for v in c.variants} - set(first))
 
     @property
     def op_words(self) -> dict[str, str]:
