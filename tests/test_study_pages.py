@@ -779,7 +779,8 @@ def test_near_the_same_bound_is_said_of_the_printed_ratio(tmp_path) -> None:
     doc = synthstudies.rmsnorm_doc(RMS, "2026-12-01T00:00:00Z")
     # Paired rounds in step (a tight interval) and in opposite order (a wide one, still resolved).
     wide = {"fwd/bf16/16384x4096/cold": (0.002, 1), "fwd/bf16/16384x4096/warm": (0.002, -1),
-            "fwd/bf16/32x127/cold": (0.002, 1)}  # fmt: skip
+            "fwd/bf16/32x127/cold": (0.002, 1), "fwd/bf16/8192x7168/cold": (0.002, 1)}  # fmt: skip
+    ratio = {"fwd/bf16/8192x7168/cold": 0.95}  # a 5% loss near the copy: beyond the 3% a shared limit explains
     for case in doc["cases"]:
         if case["id"] in wide:
             vs = case["variants"]
@@ -787,7 +788,7 @@ def test_near_the_same_bound_is_said_of_the_printed_ratio(tmp_path) -> None:
             n = len(vs["triton"]["samples_us"])
             step, order = wide[case["id"]]
             vs["triton"]["samples_us"] = synthruns.spread(mine, n, step)
-            vs["liger"]["samples_us"] = synthruns.spread(mine * 0.978, n, step)[::order]
+            vs["liger"]["samples_us"] = synthruns.spread(mine * ratio.get(case["id"], 0.978), n, step)[::order]
     out = _site(tmp_path, doc, None)
     lost = json.loads((out / "tables" / "rmsnorm-losses.json").read_text())
     rows = {(r["cells"]["case"]["text"], r["cells"]["peer"]["text"]): r["cells"] for r in lost["rows"]}
@@ -796,6 +797,8 @@ def test_near_the_same_bound_is_said_of_the_printed_ratio(tmp_path) -> None:
         assert cells["ratio"]["text"].startswith("0.978"), cells["ratio"]
         assert cells["why"]["text"] == "near the same bound", (case, cells["why"])
     # A loss as small at a launch-bound size, far from the copy, is not put down to a shared limit.
+    wider = rows[("fwd/bf16/8192×7168/cold", "Liger-Kernel")]
+    assert wider["ratio"]["text"].startswith("0.95") and wider["why"]["text"] != "near the same bound", wider
     small = rows[("fwd/bf16/32×127/cold", "Liger-Kernel")]
     assert small["ratio"]["text"].startswith("0.978") and small["why"]["text"] != "near the same bound", small
 
